@@ -1,0 +1,21 @@
+"""nkisim: a CPU simulator for NKI kernels. ``import nkisim.nki as nki`` always reaches it;
+``import nki`` does too where no Neuron SDK is installed.
+
+This module stays import-light (it is imported at interpreter start-up by the ``nki`` face finder),
+so everything heavier loads on first attribute access.
+"""
+__version__ = "0.1.0"
+
+_LAZY = {"simulate": "nkisim.runtime", "jit": "nkisim.runtime", "simulate_kernel": "nkisim.runtime",
+         "Settings": "nkisim.config", "errors": "nkisim.errors"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        mod = importlib.import_module(_LAZY[name])
+        return mod if name == "errors" else getattr(mod, name)
+    raise AttributeError(f"module 'nkisim' has no attribute {name!r}")
+
+
+__all__ = ["simulate", "jit", "simulate_kernel", "Settings", "__version__"]

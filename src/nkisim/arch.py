@@ -1,0 +1,64 @@
+"""Per-generation hardware facts: one frozen ``Target`` per NeuronCore generation.
+
+Checks and the cost model read hardware numbers only from here. Imports nothing from nkisim.
+Sources: aws-neuron-sdk nki/guides/architecture/{trainium_inferentia2_arch,trainium2_arch,
+trainium3_arch}.rst; nki/api/nki.language.tile_size.rst; nki/api/nki.api.shared.rst.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Hardware description of one NeuronCore generation (per core)."""
+    name: str                         # trn1 | trn2 | trn3
+    nc_version: int                   # 2 (v2), 3 (v3), 4 (v4)
+    pmax: int = 128                   # partitions of SBUF / PSUM
+    sbuf_partition_bytes: int         # physical SBUF bytes per partition
+    sbuf_usable_bytes: int            # tile_size.total_available_sbuf_size (per partition)
+    psum_partition_bytes: int = 16384  # 8 banks x 2 KiB
+    psum_bank_bytes: int = 2048
+    psum_num_banks: int = 8
+    gemm_stationary_fmax: int = 128   # stationary free size limit (elements)
+    gemm_moving_fmax: int = 512       # tile_size.gemm_moving_fmax (documented tile size)
+    matmul_moving_fmax_fp32: int = 512   # nc_matmul moving free size limit, fp32 PSUM dst
+    matmul_moving_fmax_bf16: int = 512   # ... bf16 PSUM dst (trn3 only)
+    bn_stats_fmax: int = 512
+    vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
+    lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
+    psum_dst_dtypes: tuple = ("float32",)
+    matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
+                                  "tfloat32", "float32")
+    dtypes: tuple = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
+                     "bfloat16", "tfloat32", "float32", "float8_e4m3", "float8_e5m2")
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return self.sbuf_partition_bytes * self.pmax
+
+    @property
+    def psum_bank_fmax(self) -> int:
+        return self.psum_bank_bytes // 4
+
+
+TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
+              sbuf_usable_bytes=180224)
+TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
+              sbuf_usable_bytes=212984, lnc_max=2)
+TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
+              sbuf_usable_bytes=245752, lnc_max=2,
+              matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,
+              psum_dst_dtypes=("float32", "bfloat16"),
+              matmul_input_dtypes=TRN2.matmul_input_dtypes + ("float8_e4m3fn",),
+              dtypes=TRN2.dtypes + ("float8_e4m3fn",))
+
+TARGETS = {t.name: t for t in (TRN1, TRN2, TRN3)}
+
+
+def get(name: str) -> Target:
+    """The ``Target`` for trn1/trn2/trn3 (already normalised by ``config.normalize_target``)."""
+    return TARGETS[name]
+
+
+__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "get"]

@@ -1,0 +1,1 @@
+"""Hardware rules: shared checks (rules), later capacity, races and uninitialised reads. No torch."""

@@ -1,0 +1,63 @@
+"""Serves ``nki``, ``nki.*``, ``neuronxcc`` and ``neuronxcc.nki.*`` from ``nkisim.nki`` — only where
+no real package resolves first. The finder sits at the END of ``sys.meta_path``, so every normal
+finder (and thus an installed Neuron SDK) wins; nothing is patched. Imported at start-up by the
+``nkisim_faces.pth`` file, so this module imports only the standard library.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_NKI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nki")
+
+
+def _face_path(parts):
+    """File of the face module for ``nki.<parts>`` and whether it is a package."""
+    base = os.path.join(_NKI_DIR, *parts)
+    if os.path.isdir(base):
+        return os.path.join(base, "__init__.py"), True
+    if os.path.isfile(base + ".py"):
+        return base + ".py", False
+    return None, False
+
+
+class NkiFaceFinder:
+    """Meta path finder for the ``nki`` faces, consulted after all standard finders."""
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        parts = fullname.split(".")
+        if parts[0] == "nki":
+            rest = parts[1:]
+        elif parts[0] == "neuronxcc":
+            if len(parts) == 1:
+                return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
+            if parts[1] != "nki":
+                return None
+            rest = parts[2:]
+        else:
+            return None
+        origin, is_pkg = _face_path(rest)
+        if origin is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, origin, submodule_search_locations=[] if is_pkg else None)
+
+
+class _EmptyPackage:
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__path__ = []
+
+
+def install() -> None:
+    """Append the finder once (idempotent)."""
+    if not any(f is NkiFaceFinder for f in sys.meta_path):
+        sys.meta_path.append(NkiFaceFinder)
+
+
+__all__ = ["NkiFaceFinder", "install"]

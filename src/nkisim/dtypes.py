@@ -1,0 +1,132 @@
+"""NKI dtypes as NumPy dtype objects, their storage dtypes, and the single rounding step.
+
+Only ``round_into`` converts computed values into a tensor's dtype. Imports numpy and ml_dtypes only.
+Sources: aws-neuron-sdk nki/api/nki.api.shared.rst (data types); nki/deep-dives simulator notes
+(NKI_PRECISE_FP); nki/api/nki/isa/__init__.py (fp32 -> int: round half to even, saturate).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+float32 = np.dtype(np.float32)
+float16 = np.dtype(np.float16)
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+# Decision: tfloat32 has no NumPy type; like NKI Beta 1 it is the 4-byte void dtype. It is stored
+# as float32 with the mantissa rounded to 10 bits (round to nearest even) on every write.
+tfloat32 = np.dtype("V4")
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
+uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+_BY_NAME = {
+    "float32": float32, "fp32": float32, "float16": float16, "fp16": float16,
+    "bfloat16": bfloat16, "bf16": bfloat16, "tfloat32": tfloat32, "tf32": tfloat32,
+    "float8_e4m3": float8_e4m3, "float8e4": float8_e4m3, "float8_e4m3fn": float8_e4m3fn,
+    "float8_e5m2": float8_e5m2, "float8e5": float8_e5m2,
+    "int8": int8, "int16": int16, "int32": int32, "uint8": uint8, "uint16": uint16,
+    "uint32": uint32, "bool": bool_, "bool_": bool_,
+}
+NKI_DTYPES = (float32, float16, bfloat16, tfloat32, float8_e4m3, float8_e4m3fn, float8_e5m2,
+              int8, int16, int32, uint8, uint16, uint32, bool_)
+_NAME = {float32: "float32", float16: "float16", bfloat16: "bfloat16", tfloat32: "tfloat32",
+         float8_e4m3: "float8_e4m3", float8_e4m3fn: "float8_e4m3fn", float8_e5m2: "float8_e5m2",
+         int8: "int8", int16: "int16", int32: "int32", uint8: "uint8", uint16: "uint16",
+         uint32: "uint32", bool_: "bool"}
+_LOW_FP = (float16, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, tfloat32)
+_FLOATS = frozenset((float32,) + _LOW_FP)
+_INTS = frozenset((int8, int16, int32, uint8, uint16, uint32))
+
+
+def as_dtype(dt) -> np.dtype | None:
+    """The canonical NKI dtype for an ``nl`` dtype, NumPy type/dtype or name; None if not an NKI dtype."""
+    if isinstance(dt, str):
+        return _BY_NAME.get(dt)
+    try:
+        d = np.dtype(dt)
+    except TypeError:
+        return None
+    return d if d in _NAME else None
+
+
+def name(dt) -> str:
+    """The NKI name of a dtype (``bfloat16``, ``tfloat32``, ...); falls back to NumPy's name."""
+    d = np.dtype(dt)
+    return _NAME.get(d, d.name)
+
+
+def is_float(dt) -> bool:
+    return np.dtype(dt) in _FLOATS
+
+
+def is_int(dt) -> bool:
+    return np.dtype(dt) in _INTS
+
+
+def itemsize(dt) -> int:
+    return np.dtype(dt).itemsize
+
+
+def storage_dtype(dt: np.dtype, precise: bool) -> np.dtype:
+    """The dtype of the NumPy array holding a tensor of dtype ``dt``.
+
+    ``precise`` (NKI_PRECISE_FP=1): the dtype itself (tfloat32 -> float32). Otherwise every
+    low-precision float is stored as float32 and never rounded.
+    """
+    if dt == tfloat32 or (not precise and dt in _LOW_FP):
+        return float32
+    return dt
+
+
+def sentinel(dt) -> float | int:
+    """Fill value of a new allocation: NaN for floats, 4 for integers, True for bool."""
+    d = np.dtype(dt)
+    if d in _FLOATS:
+        return np.nan
+    return True if d == bool_ else 4
+
+
+def _round_tf32(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    rounded = (bits + np.uint32(0x0FFF) + ((bits >> np.uint32(13)) & np.uint32(1))) \
+        & np.uint32(0xFFFFE000)
+    return np.where(np.isfinite(x), rounded.view(np.float32), x)
+
+
+def round_into(values, dt: np.dtype, precise: bool = True) -> np.ndarray:
+    """Round computed ``values`` (float32 or exact integers) once into dtype ``dt``'s storage.
+
+    Floats: round to nearest even (ml_dtypes / NumPy casts); fp8 overflow follows ml_dtypes
+    (inf for e4m3/e5m2, NaN for e4m3fn). Integers: round half to even, then saturate to the
+    range; NaN becomes 0 (Decision: the hardware result is undocumented). Bool: nonzero is True.
+    Returns an array in ``storage_dtype(dt, precise)`` (the input itself when no conversion is due).
+    """
+    values = np.asarray(values)
+    if dt in _FLOATS:
+        if dt == tfloat32 and precise:
+            return _round_tf32(values)
+        target = dt if precise and dt != tfloat32 else float32
+        if values.dtype == target:
+            return values
+        if target != float32 and values.dtype != float32:
+            values = values.astype(np.float32)
+        return values.astype(target)
+    if dt == bool_:
+        return values != 0
+    if values.dtype == dt:
+        return values
+    info = np.iinfo(dt)
+    if values.dtype.kind == "f" or values.dtype in _FLOATS:
+        v = np.rint(values.astype(np.float64, copy=False))
+        v = np.nan_to_num(v, nan=0.0, posinf=info.max, neginf=info.min)
+    else:
+        v = values.astype(np.int64, copy=False)
+    return np.clip(v, info.min, info.max).astype(dt)
+
+
+__all__ = ["as_dtype", "name", "is_float", "is_int", "itemsize", "storage_dtype", "sentinel",
+           "round_into", "NKI_DTYPES"] + [n for n in _NAME.values() if n != "bool"] + ["bool_"]

@@ -1,0 +1,92 @@
+"""The nkisim exception family: one class per kind of broken rule, each also a builtin subclass.
+
+Every message reads ``<op>: <what> (<file>:<line>)`` where file:line is the innermost frame of the
+kernel (the first frame outside nkisim). Imports nothing from nkisim.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_PKG_DIR) or filename.startswith("<frozen")
+
+
+def kernel_location(depth: int = 1) -> str:
+    """``file:line`` of the innermost caller frame that is not nkisim code ("?" if none).
+
+    Called only when an error is raised, so its cost is off the hot path.
+    """
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _is_internal(os.path.abspath(filename)) and "importlib" not in filename:
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+class NkiError(Exception):
+    """A kernel broke a hardware or API rule. ``op`` names the instruction or API, ``what`` the rule."""
+
+    def __init__(self, op: str, what: str, where: str | None = None):
+        self.op, self.what = op, what
+        self.where = where if where is not None else kernel_location(2)
+        super().__init__(f"{op}: {what} ({self.where})")
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.what, self.where))
+
+
+class ShapeError(NkiError, ValueError):
+    """Operand shapes, partition counts or element counts break a rule."""
+
+
+class DtypeError(NkiError, TypeError):
+    """A dtype the op, engine or target does not accept."""
+
+
+class MemorySpaceError(NkiError, ValueError):
+    """An operand lives in a buffer (HBM, SBUF, PSUM) the op cannot use."""
+
+
+class BoundsError(NkiError, IndexError):
+    """An index, slice or access pattern reaches outside its tensor."""
+
+
+class CapacityError(NkiError, MemoryError):
+    """An allocation does not fit in SBUF or PSUM."""
+
+
+class RaceError(NkiError, RuntimeError):
+    """Two iterations or two cores touch the same elements without ordering."""
+
+
+class UninitializedReadError(NkiError, RuntimeError):
+    """An instruction read elements that were never written."""
+
+
+class EngineError(NkiError, ValueError):
+    """The op cannot run on the requested engine."""
+
+
+class UnsupportedError(NkiError, NotImplementedError):
+    """The target generation (or nkisim) does not support this op, mode or dtype."""
+
+
+class DeadlockError(NkiError, RuntimeError):
+    """LNC cores wait at synchronisation points that can never be met."""
+
+
+class SimulatorOffError(RuntimeError):
+    """A jitted kernel was called for hardware, but there is no Neuron device and the simulator is off."""
+
+
+__all__ = [
+    "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
+    "RaceError", "UninitializedReadError", "EngineError", "UnsupportedError", "DeadlockError",
+    "SimulatorOffError", "kernel_location",
+]

@@ -1,0 +1,87 @@
+"""Scalar Engine activations: ``activation`` (op(data * scale + bias) with an optional free-dim
+sum into the per-partition accumulator).
+
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, reduce_cmd) and
+nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu, state.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import state, trace
+from ..checks import rules
+from ..errors import NkiError, UnsupportedError
+from ..memory.access import read_f32, write
+from ..memory.tensor import NkiTensor
+from . import alu
+from .enums import NkiInstruction, as_enum, reduce_cmd as _cmd
+from .operands import column_f32, pf
+
+F32 = np.float32
+
+
+def accumulator(core, which: str, p: int) -> np.ndarray:
+    """The per-partition fp32 accumulator of an engine (``act`` ScalarE, ``vec`` VectorE)."""
+    attr = f"{which}_acc"
+    acc = getattr(core, attr)
+    if acc is None:
+        acc = np.zeros(core.target.pmax, F32)
+        setattr(core, attr, acc)
+    return acc
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+               reduce_cmd=_cmd.idle, name=None, **ignored):
+    """dst = op(data * scale + bias); optionally acc = sum over free dims of the fp32 result.
+
+    Shapes: data, dst (P, F...) with equal P (<= pmax) and elements per partition; ``scale`` a
+    scalar or (P, 1) tensor; ``bias`` a (P, 1) tensor or (trn2+) a scalar; ``reduce_res`` (P, 1).
+    Dtypes: any; math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM.
+    ``reduce_cmd``: reset/reset_reduce zero the ScalarE accumulator; reduce/reset_reduce add the
+    free-dim sum of this result (Decision: the fp32 values before rounding); ``reduce_res`` then
+    receives the accumulator. ``reduce_op`` must be ``nl.add``.
+    Raises: ShapeError, MemorySpaceError, NkiError (unknown function), UnsupportedError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation).
+    """
+    opn = "nisa.activation"
+    core = state.core(opn)
+    t = core.target
+    fn = alu.lookup_act(op, opn)
+    cmd = as_enum(_cmd, reduce_cmd, opn)
+    for nm, x in (("dst", dst), ("data", data)):
+        rules.tensor(opn, nm, x)
+        rules.on_chip(opn, nm, x)
+        rules.partitions(opn, nm, x, t)
+    rules.same_tile(opn, "data", data, "dst", dst)
+    p = data.shape[0]
+    rules.column(opn, "scale", scale, p, t)
+    if bias is not None:
+        if not isinstance(bias, NkiTensor) and t.nc_version < 3:
+            raise UnsupportedError(opn, f"a scalar bias needs trn2 or newer; on {t.name} pass a ({p}, 1) tensor")
+        rules.column(opn, "bias", bias, p, t)
+    if reduce_op is not None and alu.op_name(reduce_op) != "add":
+        raise NkiError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
+    if reduce_res is not None:
+        rules.tensor(opn, "reduce_res", reduce_res)
+        rules.column(opn, "reduce_res", reduce_res, p, t)
+    x = read_f32(data)
+    s = column_f32(scale, x.ndim)
+    y = x * s if not (isinstance(s, F32) and s == 1) else x
+    if bias is not None:
+        y = y + column_f32(bias, x.ndim)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        y = np.asarray(fn(y.astype(F32, copy=False)), F32)
+    acc = accumulator(core, "act", p)
+    if cmd in (_cmd.reset, _cmd.reset_reduce):
+        acc[:p] = 0
+    if cmd in (_cmd.reduce, _cmd.reset_reduce, _cmd.load_reduce):
+        acc[:p] += pf(y).sum(axis=1, dtype=F32)
+    reduced = acc[:p].copy()
+    write(dst, y)
+    if reduce_res is not None:
+        write(reduce_res, reduced.reshape(p, 1))
+    trace.emit(opn, dst=dst, data=data, op=alu.op_name(op))
+    return NkiInstruction(opn, name)
+
+
+__all__ = ["activation", "accumulator"]

@@ -1,0 +1,40 @@
+"""Small ``nl`` helpers: ``ds``, ``NKIObject``, ``device_print``, ``no_reorder``, fp32/bf16 minima."""
+from __future__ import annotations
+
+import contextlib
+import types
+
+import numpy as np
+
+from .. import state
+
+
+def ds(start, size):
+    """``nl.ds(start, size)`` is the slice ``start:start + size``."""
+    start, size = int(start), int(size)
+    return slice(start, start + size)
+
+
+class NKIObject:
+    """Base class for kernel-side classes and dataclasses (configs passed to kernels)."""
+
+
+def device_print(print_prefix, tensor, **ignored):
+    """Print a tensor's values with a prefix (on hardware this dumps to NEURON_RT_DEBUG_OUTPUT_DIR)."""
+    from ..memory.tensor import NkiTensor
+    c = state.maybe_core()
+    core = f"[core {c.core_id}] " if c is not None and c.launch.lnc > 1 else ""
+    values = tensor.np() if isinstance(tensor, NkiTensor) else tensor
+    print(f"{core}{print_prefix}", np.array(values), flush=True)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """Keep program order: the simulator always does."""
+    yield
+
+
+fp32 = types.SimpleNamespace(min=float(np.float32(-3.4028235e38)), max=float(np.float32(3.4028235e38)))
+bfp16 = types.SimpleNamespace(min=-3.3895313892515355e38, max=3.3895313892515355e38)
+
+__all__ = ["ds", "NKIObject", "device_print", "no_reorder", "fp32", "bfp16"]

@@ -1,0 +1,174 @@
+"""Allocation, and the only two ways an op touches storage: ``read_f32``/``read_raw`` and ``write``.
+
+``write`` is the single rounding step (``dtypes.round_into``) and the single place that marks
+allocations written and clears PSUM matmul flags. Imports numpy, dtypes, errors, state, arch types.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import state
+from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
+                      kernel_location)
+from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
+from .tensor import Allocation, NkiTensor, contiguous_view
+
+F32 = np.dtype(np.float32)
+
+
+def check_dtype(op: str, what: str, dtype, target) -> np.dtype:
+    """The canonical NKI dtype, or DtypeError naming ``what`` and the target."""
+    d = _dt.as_dtype(dtype)
+    if d is None:
+        raise DtypeError(op, f"{what} dtype {getattr(dtype, 'name', dtype)!r} is not an NKI dtype "
+                             f"(float32, bfloat16, float16, float8_*, int8..uint32, bool)")
+    if _dt.name(d) not in target.dtypes:
+        raise DtypeError(op, f"{what} dtype {_dt.name(d)} is not supported on {target.name}")
+    return d
+
+
+def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True) -> NkiTensor:
+    """A new tensor of ``shape``/``dtype`` in ``buffer``, filled with NaN (floats) / 4 (ints).
+
+    On SBUF/PSUM dim 0 is the partition dim (<= target.pmax); one allocation's bytes per partition
+    must fit the target's usable SBUF (or PSUM) per partition. Under LNC2 the k-th ``shared_hbm``
+    allocation of every core is one tensor (both cores see the same memory).
+    Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer).
+    """
+    core = state.core(op)
+    target = core.target
+    buf = as_buffer(buffer)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError:
+        raise ShapeError(op, f"shape must be a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape) or not shape:
+        raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
+    dt = check_dtype(op, "tensor", dtype, target)
+    if buf in ON_CHIP:
+        if shape[0] > target.pmax:
+            raise ShapeError(op, f"partition dim {shape[0]} of {buf} tensor {name or shape} exceeds "
+                                 f"{target.pmax} on {target.name}")
+        per_part = math.prod(shape[1:]) * dt.itemsize
+        limit = target.psum_partition_bytes if buf is psum else target.sbuf_usable_bytes
+        if per_part > limit:
+            raise CapacityError(op, f"{buf} tensor {name or shape} needs {per_part} bytes per partition, "
+                                    f"exceeds {limit} bytes per partition on {target.name}")
+    launch = core.launch
+    if buf is shared_hbm and launch.lnc > 1:
+        with launch.lock:
+            k = core.shared_count
+            core.shared_count += 1
+            if k < len(launch.shared_allocs):
+                alloc = launch.shared_allocs[k]
+                if alloc.shape != shape or alloc.dtype != dt:
+                    raise ShapeError(op, f"shared_hbm allocation #{k} differs between cores: "
+                                         f"{alloc.shape} {_dt.name(alloc.dtype)} vs {shape} {_dt.name(dt)}")
+                return contiguous_view(alloc)
+            alloc = _new_alloc(shape, dt, buf, name, None, launch.settings.precise_fp, fill)
+            launch.shared_allocs.append(alloc)
+            return contiguous_view(alloc)
+    core_id = None if buf is shared_hbm else core.core_id
+    return contiguous_view(_new_alloc(shape, dt, buf, name, core_id, launch.settings.precise_fp, fill))
+
+
+def _new_alloc(shape, dt, buf, name, core_id, precise, fill):
+    sdt = _dt.storage_dtype(dt, precise)
+    n = math.prod(shape)
+    storage = np.full(n, _dt.sentinel(dt), sdt) if fill else np.empty(n, sdt)
+    return Allocation(storage, buf, shape, dt, name, core_id, kernel_location(3))
+
+
+def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> NkiTensor:
+    """An HBM tensor holding a copy of a caller's array (the caller's array is untouched until the
+    kernel succeeds). Raises DtypeError for dtypes NKI lacks (e.g. float64, int64)."""
+    dt = _dt.as_dtype(array.dtype)
+    if dt is None or _dt.name(dt) not in target.dtypes:
+        hint = " (convert with .astype(np.float32))" if array.dtype.kind == "f" else \
+            " (convert with .astype(np.int32))" if array.dtype.kind in "iu" else ""
+        raise DtypeError("kernel argument", f"{name}: dtype {array.dtype} is not an NKI dtype on "
+                                            f"{target.name}{hint}", where="?")
+    sdt = _dt.storage_dtype(dt, precise)
+    storage = np.array(array, dtype=sdt, copy=True, order="C").reshape(-1)
+    alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument")
+    return contiguous_view(alloc)
+
+
+def to_numpy(t: NkiTensor) -> np.ndarray:
+    """A fresh NumPy array of the view's elements in its NKI dtype (tfloat32 comes back as float32)."""
+    out_dt = F32 if t.dtype == _dt.tfloat32 else t.dtype
+    return np.array(t.np(), dtype=out_dt, copy=True)
+
+
+def read_raw(t: NkiTensor) -> np.ndarray:
+    """The view's elements as stored (no conversion; shares memory — do not write into it)."""
+    return t.np()
+
+
+def read_f32(t) -> np.ndarray:
+    """The operand as float32, as the engines read it (shares memory when stored as float32)."""
+    if isinstance(t, NkiTensor):
+        a = t.np()
+        return a if a.dtype == F32 else a.astype(F32)
+    return np.asarray(t, dtype=F32)
+
+
+def write(t: NkiTensor, values, matmul: bool = False) -> None:
+    """Round ``values`` once into ``t``'s dtype and store them through the view.
+
+    ``values`` must have ``t``'s element count (any shape with the same partition-major order, or
+    broadcastable to ``t.shape``). Non-matmul writes clear the PSUM matmul flags of the region.
+    """
+    alloc = t.alloc
+    precise = alloc.storage.dtype != F32 or t.dtype == F32
+    arr = _dt.round_into(values, t.dtype, precise)
+    dst = t.np()
+    if arr.shape != dst.shape and arr.size == dst.size:
+        arr = arr.reshape(dst.shape)
+    dst[...] = arr
+    alloc.written = True
+    if alloc.mm_flags is not None and not matmul:
+        flags_view(t)[...] = False
+
+
+def flags_view(t: NkiTensor) -> np.ndarray:
+    """The PSUM matmul-written flags of the view's elements (same layout as the storage)."""
+    flags = t.alloc.mm_flags
+    if t.storage is not t.alloc.storage:
+        raise NkiError("nisa.nc_matmul", "PSUM destination viewed with another dtype is not supported")
+    return np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
+
+
+def assign(dst: NkiTensor, value) -> None:
+    """``dst[...] = value`` for a tensor, NumPy array or scalar (values go through float32, exact
+    for same-dtype tensors)."""
+    if isinstance(value, NkiTensor):
+        if value.size != dst.size:
+            raise ShapeError("tensor assignment", f"source {value.shape} and destination {dst.shape} "
+                                                  f"differ in element count")
+        write(dst, read_raw(value) if value.dtype == dst.dtype else read_f32(value))
+    else:
+        arr = np.asarray(value)
+        if arr.dtype.kind in "fc":
+            arr = arr.astype(F32)
+        write(dst, np.broadcast_to(arr, dst.shape) if arr.size != dst.size else arr)
+
+
+def dynamic_index(value, op: str) -> int:
+    """The integer held by a register or a 1-element integer tensor (a runtime index)."""
+    if isinstance(value, NkiTensor):
+        if value.size != 1:
+            raise ShapeError(op, f"a runtime index tensor must hold one element, got {value.shape}")
+        return int(value.np().reshape(-1)[0])
+    if hasattr(value, "value"):
+        return int(value.value)
+    return int(value)
+
+
+__all__ = ["allocate", "wrap_array", "to_numpy", "read_raw", "read_f32", "write", "assign",
+           "flags_view", "dynamic_index", "check_dtype", "MemorySpaceError"]

@@ -1,0 +1,445 @@
+"""NkiTensor: one allocation's storage plus a view (shape, strides, offset, dtype), and its methods.
+
+Every index, slice, ``nl.ds``, view method and ``.ap()`` yields a new view of the same storage;
+every one is bounds-checked when built, so NumPy's wrap-around and clipping never leak.
+Source: aws-neuron-sdk nki/api/nki/language/__init__.py (NkiTensor and its view methods),
+nki/deep-dives access-pattern guide. Imports numpy, dtypes, errors, buffers only.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import BoundsError, DtypeError, ShapeError, UnsupportedError
+from .buffers import HBM, ON_CHIP, MemoryRegion, psum, sbuf
+
+
+class Allocation:
+    """One allocation: a flat NumPy array in the storage dtype and where it lives.
+
+    ``written`` is set by the first write (HBM inputs are copied back only if written);
+    ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
+    """
+    __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
+                 "where", "__weakref__")
+
+    def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where=""):
+        self.storage = storage
+        self.buffer = buffer
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.name = name
+        self.core_id = core_id
+        self.written = False
+        self.mm_flags = np.zeros(storage.shape, np.bool_) if buffer is psum else None
+        self.where = where
+
+
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def _index(value, op="index"):
+    """An integer index from an int, NumPy integer or anything with ``__index__``."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}: expected an integer, got {type(value).__name__} {value!r}") from None
+
+
+class NkiTensor:
+    """A view of an allocation: element ``i`` lives at ``storage[offset + sum(strides[k] * i[k])]``.
+
+    Shapes: dim 0 of an SBUF/PSUM tensor is the partition dimension; the rest are free dims laid out
+    row-major per partition. Strides and offset count elements of the storage dtype.
+    """
+    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np")
+
+    def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
+        self.alloc = alloc
+        self.storage = alloc.storage if storage is None else storage
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.offset = offset
+        self.dtype = alloc.dtype if dtype is None else dtype
+        self._np = None
+
+    # ---- attributes -------------------------------------------------------------------------
+    @property
+    def buffer(self) -> MemoryRegion:
+        return self.alloc.buffer
+
+    @property
+    def name(self) -> str:
+        return self.alloc.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def on_chip(self) -> bool:
+        return self.alloc.buffer in ON_CHIP
+
+    @property
+    def partitions(self) -> int:
+        """Partition count of an on-chip view (dim 0); 1 for a 0-d view."""
+        return self.shape[0] if self.shape else 1
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition (product of the free dims)."""
+        return math.prod(self.shape[1:])
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return (f"NkiTensor(shape={self.shape}, dtype={_dt.name(self.dtype)}, buffer={self.buffer}"
+                + (f", name={self.name!r}" if self.name else "") + ")")
+
+    def __bool__(self):
+        raise TypeError("an NkiTensor has no truth value on the device; compare its contents with "
+                        "nisa ops, or load a value into a register")
+
+    # ---- NumPy access (used by the op layer only) -------------------------------------------
+    def np(self) -> np.ndarray:
+        """The NumPy view of this tensor's elements (storage dtype; shares memory)."""
+        a = self._np
+        if a is None:
+            st = self.storage
+            isz = st.itemsize
+            if any(s < 0 for s in self.strides):
+                base = st[self.offset:]
+                a = np.lib.stride_tricks.as_strided(
+                    base, self.shape, [s * isz for s in self.strides])
+            else:
+                a = np.ndarray(self.shape, st.dtype, buffer=st, offset=self.offset * isz,
+                               strides=[s * isz for s in self.strides])
+            self._np = a
+        return a
+
+    # ---- building views ---------------------------------------------------------------------
+    def _view(self, shape, strides, offset, op):
+        """A new view after checking every element lies inside the storage."""
+        shape = tuple(shape)
+        if any(n < 0 for n in shape):
+            raise ShapeError(op, f"negative dimension in shape {shape}")
+        if 0 not in shape:
+            lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+            hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+            if lo < 0 or hi >= self.storage.size:
+                raise BoundsError(op, f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
+                                      f"outside its {self.storage.size} elements")
+        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+
+    def _label(self):
+        return f"tensor {self.name!r} {self.shape}" if self.name else f"tensor {self.shape}"
+
+    def _dim(self, dim, op, allow_end=False):
+        d = _index(dim, op)
+        n = self.ndim + (1 if allow_end else 0)
+        if d < 0:
+            d += n
+        if not 0 <= d < n:
+            raise ShapeError(op, f"dim {dim} out of range for a {self.ndim}-d tensor {self.shape}")
+        return d
+
+    def _check_not_partition(self, dim, op):
+        if self.on_chip and dim == 0:
+            raise ShapeError(op, f"cannot change the partition dim (dim 0) of an on-chip tensor "
+                                 f"{self.shape} in {self.buffer}")
+
+    def __getitem__(self, key) -> "NkiTensor":
+        """Basic indexing: ints, slices (step >= 1), ``nl.ds``, ``...``; missing trailing dims are ``:``.
+
+        On SBUF/PSUM an int on dim 0 keeps the partition dim (size 1) and the result is never below
+        2-D; on HBM ints drop their dim (never below 1-D). Negative ints count from the end;
+        Decision: negative or past-the-end slice bounds raise BoundsError (no clipping).
+        """
+        op = "tensor indexing"
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        if len(key) > self.ndim:
+            raise BoundsError(op, f"{len(key)} indices for {self._label()} with {self.ndim} dims")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        offset = self.offset
+        shape, strides, last_dropped = [], [], None
+        for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
+            if isinstance(k, slice):
+                step = 1 if k.step is None else _index(k.step, op)
+                start = 0 if k.start is None else _index(k.start, op)
+                stop = n if k.stop is None else _index(k.stop, op)
+                if step < 1:
+                    raise BoundsError(op, f"slice step {step} on dim {d} of {self._label()} must be >= 1")
+                if start < 0 or stop > n or start > stop:
+                    raise BoundsError(op, f"slice {start}:{stop} on dim {d} of {self._label()} is outside 0:{n}")
+                count = max(0, -(-(stop - start) // step))
+                offset += start * s
+                shape.append(count)
+                strides.append(s * step)
+            else:
+                if hasattr(k, "shape") and not isinstance(k, (int, np.integer)):
+                    raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
+                                               ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
+                i = _index(k, op)
+                if i < -n or i >= n:
+                    raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{n}")
+                i %= n
+                offset += i * s
+                if self.on_chip and d == 0:
+                    shape.append(1)
+                    strides.append(s)
+                else:
+                    last_dropped = (s,)
+        if self.on_chip and len(shape) < 2 and last_dropped is not None:
+            shape.append(1)
+            strides.append(last_dropped[0])
+        elif not shape:
+            shape, strides = [1], [last_dropped[0] if last_dropped else 1]
+        return self._view(shape, strides, offset, op)
+
+    def __setitem__(self, key, value):
+        """``t[key] = value``: write a tensor, array or scalar through the view (rounded once)."""
+        from .access import assign
+        assign(self[key], value)
+
+    def slice(self, dim, start, end, step=1) -> "NkiTensor":
+        """``t[..., start:end:step, ...]`` on ``dim``; requires ``0 <= start < end <= shape[dim]``."""
+        op = "NkiTensor.slice"
+        d = self._dim(dim, op)
+        start, end, step = _index(start, op), _index(end, op), _index(step, op)
+        if not (0 <= start < end <= self.shape[d]) or step < 1:
+            raise BoundsError(op, f"slice({d}, {start}, {end}, {step}) of {self._label()} needs "
+                                  f"0 <= start < end <= {self.shape[d]} and step >= 1")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[d] = -(-(end - start) // step)
+        strides[d] *= step
+        return self._view(shape, strides, self.offset + start * self.strides[d], "NkiTensor.slice")
+
+    def select(self, dim, index) -> "NkiTensor":
+        """Remove ``dim`` by taking position ``index`` (static int). On-chip: ``dim != 0``."""
+        op = "NkiTensor.select"
+        d = self._dim(dim, op)
+        self._check_not_partition(d, op)
+        if hasattr(index, "shape") or type(index).__name__ == "VirtualRegister":
+            from .access import dynamic_index
+            index = dynamic_index(index, op)
+        i = _index(index, op)
+        if not 0 <= i < self.shape[d]:
+            raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]}")
+        shape = self.shape[:d] + self.shape[d + 1:]
+        strides = self.strides[:d] + self.strides[d + 1:]
+        return self._view(shape, strides, self.offset + i * self.strides[d], op)
+
+    def permute(self, dims) -> "NkiTensor":
+        """Reorder dims; on-chip tensors keep the partition dim first (``dims[0] == 0``)."""
+        op = "NkiTensor.permute"
+        dims = tuple(self._dim(d, op) for d in dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(op, f"dims {dims} is not a permutation of {self.ndim} dims")
+        if self.on_chip and dims[0] != 0:
+            raise ShapeError(op, f"on-chip tensors must keep the partition dim first, got dims {dims}")
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
+                          self.offset, op)
+
+    def broadcast(self, dim, size) -> "NkiTensor":
+        """Expand a size-1 ``dim`` to ``size`` with stride 0 (on-chip: ``dim != 0``)."""
+        op = "NkiTensor.broadcast"
+        d = self._dim(dim, op)
+        self._check_not_partition(d, op)
+        if self.shape[d] != 1:
+            raise ShapeError(op, f"dim {d} of {self._label()} has size {self.shape[d]}, must be 1")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[d], strides[d] = _index(size, op), 0
+        return self._view(shape, strides, self.offset, op)
+
+    def expand_dim(self, dim) -> "NkiTensor":
+        """Insert a size-1 dim at ``dim`` (on-chip: ``dim != 0``)."""
+        op = "NkiTensor.expand_dim"
+        d = self._dim(dim, op, allow_end=True)
+        self._check_not_partition(d, op)
+        return self._view(self.shape[:d] + (1,) + self.shape[d:],
+                          self.strides[:d] + (1,) + self.strides[d:], self.offset, op)
+
+    def squeeze_dim(self, dim) -> "NkiTensor":
+        """Remove the size-1 dim ``dim`` (on-chip: ``dim != 0``)."""
+        op = "NkiTensor.squeeze_dim"
+        d = self._dim(dim, op)
+        self._check_not_partition(d, op)
+        if self.shape[d] != 1:
+            raise ShapeError(op, f"dim {d} of {self._label()} has size {self.shape[d]}, must be 1")
+        return self._view(self.shape[:d] + self.shape[d + 1:], self.strides[:d] + self.strides[d + 1:],
+                          self.offset, op)
+
+    def reshape_dim(self, dim, shape) -> "NkiTensor":
+        """Split ``dim`` into ``shape`` (one -1 allowed); on-chip: ``dim != 0`` unless trivial."""
+        op = "NkiTensor.reshape_dim"
+        d = self._dim(dim, op)
+        shape = _fill_minus_one(tuple(_index(s, op) for s in shape), self.shape[d], op)
+        if self.on_chip and d == 0 and len(shape) != 1:
+            raise ShapeError(op, f"cannot reshape the partition dim of on-chip {self._label()}")
+        inner = _contiguous_strides(shape)
+        new_strides = tuple(s * self.strides[d] for s in inner)
+        return self._view(self.shape[:d] + shape + self.shape[d + 1:],
+                          self.strides[:d] + new_strides + self.strides[d + 1:], self.offset, op)
+
+    def flatten_dims(self, start, end) -> "NkiTensor":
+        """Merge dims ``start..end`` (inclusive); they must be contiguous in memory; on-chip start > 0."""
+        op = "NkiTensor.flatten_dims"
+        a, b = self._dim(start, op), self._dim(end, op)
+        if a >= b:
+            raise ShapeError(op, f"start dim {a} must be less than end dim {b}")
+        if self.on_chip and a == 0:
+            raise ShapeError(op, f"cannot flatten the partition dim of on-chip {self._label()}")
+        for k in range(a, b):
+            if self.strides[k] != self.strides[k + 1] * self.shape[k + 1] and self.shape[k + 1] != 1:
+                raise ShapeError(op, f"dims {a}..{b} of {self._label()} are not contiguous in memory "
+                                     f"(strides {self.strides})")
+        n = math.prod(self.shape[a:b + 1])
+        return self._view(self.shape[:a] + (n,) + self.shape[b + 1:],
+                          self.strides[:a] + (self.strides[b],) + self.strides[b + 1:], self.offset, op)
+
+    def reshape(self, shape, *more) -> "NkiTensor":
+        """Same elements in a new shape (one -1 allowed); the view's layout must allow it without a
+        copy; on-chip tensors keep their partition count."""
+        op = "NkiTensor.reshape"
+        if more or isinstance(shape, (int, np.integer)):
+            shape = (shape,) + tuple(more)
+        shape = _fill_minus_one(tuple(_index(s, op) for s in shape), self.size, op)
+        if math.prod(shape) != self.size:
+            raise ShapeError(op, f"cannot reshape {self._label()} ({self.size} elements) to {shape}")
+        if self.on_chip and shape[0] != self.shape[0]:
+            raise ShapeError(op, f"on-chip reshape must keep the partition dim {self.shape[0]}, got {shape}")
+        if shape == self.shape:
+            return self
+        fake = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), self.shape, self.strides)
+        try:
+            strides = fake.reshape(shape, copy=False).strides
+        except (ValueError, AttributeError, TypeError):
+            raise ShapeError(op, f"{self._label()} with strides {self.strides} cannot be viewed as "
+                                 f"{shape} without a copy") from None
+        return self._view(shape, strides, self.offset, op)
+
+    def view(self, dtype) -> "NkiTensor":
+        """Reinterpret the bits as ``dtype``; the last dim (contiguous) scales by the size ratio."""
+        op = "NkiTensor.view"
+        new = _dt.as_dtype(dtype)
+        if new is None:
+            raise DtypeError(op, f"{dtype!r} is not an NKI dtype")
+        if new == self.dtype:
+            return self
+        if self.storage.dtype.itemsize != self.dtype.itemsize:
+            raise UnsupportedError(op, f"reinterpreting {_dt.name(self.dtype)} stored as float32 "
+                                       f"(NKI_PRECISE_FP=0) is not possible; run with NKI_PRECISE_FP=1")
+        old_sz, new_sz = self.dtype.itemsize, new.itemsize
+        if self.strides and self.strides[-1] != 1 and self.shape[-1] != 1:
+            raise ShapeError(op, f"the last dim of {self._label()} must be contiguous to change dtype")
+        byte_off = self.offset * old_sz
+        if byte_off % new_sz or (self.shape[-1] * old_sz) % new_sz or any(
+                (s * old_sz) % new_sz for s in self.strides[:-1]):
+            raise ShapeError(op, f"{self._label()} of {_dt.name(self.dtype)} does not divide into "
+                                 f"{_dt.name(new)} elements")
+        storage = self.alloc.storage.view(_dt.storage_dtype(new, True)) if \
+            self.alloc.storage.dtype.itemsize * self.alloc.storage.size % new_sz == 0 else None
+        if storage is None:
+            raise ShapeError(op, f"storage of {self._label()} does not divide into {_dt.name(new)}")
+        shape = self.shape[:-1] + (self.shape[-1] * old_sz // new_sz,)
+        strides = tuple(s * old_sz // new_sz for s in self.strides[:-1]) + (1,)
+        t = NkiTensor(self.alloc, shape, strides, byte_off // new_sz, new, storage)
+        return t._view(shape, strides, byte_off // new_sz, op)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0,
+           dtype=None) -> "NkiTensor":
+        """A raw access pattern: ``pattern`` = [[step, count], ...] outermost first; element
+        ``(i0, i1, ...)`` is ``storage[offset + sum(step_k * i_k)]``.
+
+        Decision (docs disagree): ``offset=None`` keeps this view's offset; an explicit offset is
+        absolute in the storage. ``.ap()`` ignores this view's shape and strides. On-chip, the first
+        step must equal the allocation's elements per partition (no partition striding).
+        ``scalar_offset`` (register or 1x1 int tensor) adds ``value * prod(alloc.shape[d+1:])``.
+        """
+        op = "NkiTensor.ap"
+        base = self.view(dtype) if dtype is not None else self
+        pairs = [(int(p[0]), int(p[1])) for p in pattern]
+        steps = tuple(p[0] for p in pairs)
+        counts = tuple(p[1] for p in pairs)
+        off = base.offset if offset is None else _index(offset, op)
+        if vector_offset is not None:
+            raise UnsupportedError(op, "vector_offset (indirect gather/scatter) is not supported yet")
+        if scalar_offset is not None:
+            from .access import dynamic_index
+            value = dynamic_index(scalar_offset, op)
+            d = _index(indirect_dim, op)
+            off += value * math.prod(self.alloc.shape[d + 1:])
+        if base.on_chip and len(steps) > 1:
+            per_part = math.prod(self.alloc.shape[1:]) * self.alloc.dtype.itemsize // base.dtype.itemsize
+            if counts[0] > 1 and steps[0] != per_part:
+                raise ShapeError(op, f"on-chip partition step {steps[0]} must equal the elements per "
+                                     f"partition {per_part} of {self._label()} (no partition striding)")
+        return base._view(counts, steps, off, op)
+
+    def get_pattern(self):
+        """The view as ``[[stride, count], ...]``, outermost first."""
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
+    def is_contiguous(self) -> bool:
+        """True if the free dims (all dims for HBM) are row-major contiguous."""
+        first = 1 if self.on_chip else 0
+        expect = 1
+        for n, s in zip(reversed(self.shape[first:]), reversed(self.strides[first:])):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def is_indirect(self) -> bool:
+        return False
+
+    def rearrange(self, *args, **kwargs):
+        raise UnsupportedError("NkiTensor.rearrange", "not supported yet; use reshape_dim/permute/flatten_dims")
+
+    def indirect(self, *args, **kwargs):
+        raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
+
+
+def _fill_minus_one(shape, total, op):
+    if shape.count(-1) > 1:
+        raise ShapeError(op, f"at most one -1 in shape {shape}")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or total % rest:
+            raise ShapeError(op, f"cannot infer -1 in {shape} for {total} elements")
+        shape = tuple(total // rest if s == -1 else s for s in shape)
+    if math.prod(shape) != total:
+        raise ShapeError(op, f"shape {shape} has {math.prod(shape)} elements, expected {total}")
+    return shape
+
+
+def contiguous_view(alloc: Allocation) -> NkiTensor:
+    """The full row-major view of a fresh allocation."""
+    return NkiTensor(alloc, alloc.shape, _contiguous_strides(alloc.shape), 0)
+
+
+__all__ = ["Allocation", "NkiTensor", "contiguous_view"]

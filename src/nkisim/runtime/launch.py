@@ -1,0 +1,193 @@
+"""One kernel call: bind arguments to HBM tensors, run the body on each LNC core, copy results back.
+
+LNC1 runs in the calling thread (so ``breakpoint()`` works); LNC2 runs one thread per core with
+``program_id`` 0 and 1, shared ``shared_hbm``, and a rendezvous for ``core_barrier``/``sendrecv``
+that fails with DeadlockError (never hangs) when a core finishes or waits too long.
+Imports memory, state, config, arch, errors; never torch (torch tensors go through ``adapters``).
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import arch, state
+from ..config import Settings
+from ..errors import DeadlockError, NkiError, UnsupportedError
+from ..memory import access
+from ..memory.buffers import private_hbm, shared_hbm
+from ..memory.tensor import NkiTensor
+
+# Converters for array types other than NumPy, keyed by the type's top-level module name. Each entry
+# is a module path whose ``to_numpy(x) -> np.ndarray`` shares memory and ``from_numpy(a, like)``
+# returns the caller's kind. The torch layer registers itself here; the core never imports torch.
+ADAPTERS = {"torch": "nkisim.torch.convert"}
+
+
+class Rendezvous:
+    """Meeting point for LNC2 sync ops. The r-th sync call of every core meets the r-th of the
+    other: each posts (point, payload), waits for the peer's post of the same round, checks both
+    are the same kind of point, and takes the peer's payload. A peer that finished the kernel, or
+    that does not arrive within ``timeout`` seconds, makes the waiting core raise DeadlockError."""
+
+    def __init__(self, parties: int, timeout: float):
+        self.cond = threading.Condition()
+        self.rounds = [0] * parties
+        self.posts: dict = {}
+        self.finished = [False] * parties
+        self.timeout = timeout
+
+    def exchange(self, core_id: int, op: str, point: tuple, payload: Any = None) -> Any:
+        peer = 1 - core_id
+        with self.cond:
+            r = self.rounds[core_id]
+            self.rounds[core_id] += 1
+            self.posts[(r, core_id)] = (point, payload)
+            self.posts.pop((r - 1, peer), None)
+            self.cond.notify_all()
+            arrived = self.cond.wait_for(lambda: (r, peer) in self.posts or self.finished[peer],
+                                         self.timeout)
+            if (r, peer) not in self.posts:
+                why = (f"core {peer} finished the kernel without reaching it" if arrived
+                       else f"core {peer} did not arrive within {self.timeout:g} s")
+                raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but {why}")
+            peer_point, peer_payload = self.posts[(r, peer)]
+        if peer_point != point:
+            raise DeadlockError(op, f"core {core_id} is at {_describe(point)} while core {peer} is at "
+                                    f"{_describe(peer_point)}; both cores must reach the same sync points "
+                                    f"in the same order")
+        return peer_payload
+
+    def core_finished(self, core_id: int):
+        with self.cond:
+            self.finished[core_id] = True
+            self.cond.notify_all()
+
+
+def _describe(point):
+    return point[0] if len(point) == 1 else f"{point[0]} (pipe_id={point[1]})"
+
+
+def _bind(value, launch, path, bound, buffer):
+    """Replace arrays in an argument (recursively through tuples/lists/dicts) with HBM tensors."""
+    if isinstance(value, NkiTensor):
+        return value
+    if isinstance(value, np.ndarray):
+        t = access.wrap_array(value, buffer, path, launch.settings.precise_fp, launch.target)
+        bound.append((value, t, None))
+        return t
+    mod = type(value).__module__.split(".")[0]
+    if mod in ADAPTERS:
+        import importlib
+        conv = importlib.import_module(ADAPTERS[mod])
+        arr = conv.to_numpy(value)
+        t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
+        bound.append((arr, t, (conv, value)))
+        return t
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_bind(v, launch, f"{path}[{i}]", bound, buffer) for i, v in enumerate(value))
+    if isinstance(value, list):
+        return [_bind(v, launch, f"{path}[{i}]", bound, buffer) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _bind(v, launch, f"{path}[{k!r}]", bound, buffer) for k, v in value.items()}
+    return value
+
+
+def _unbind(value, by_alloc, kind):
+    """Turn returned tensors into arrays of the caller's kind (a written input comes back as itself)."""
+    if isinstance(value, NkiTensor):
+        hit = by_alloc.get(id(value.alloc))
+        if hit is not None and value.np().shape == hit[0].shape and value.offset == 0 \
+                and value.shape == tuple(hit[0].shape):
+            arr, _, conv = hit
+            return conv[1] if conv else arr
+        out = access.to_numpy(value)
+        if kind is not None:
+            return kind[0].from_numpy(out, kind[1])
+        return out
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_unbind(v, by_alloc, kind) for v in value)
+    if isinstance(value, list):
+        return [_unbind(v, by_alloc, kind) for v in value]
+    if isinstance(value, dict):
+        return {k: _unbind(v, by_alloc, kind) for k, v in value.items()}
+    return value
+
+
+def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
+        settings: Settings | None = None):
+    """Simulate ``func(*args, **kwargs)`` on ``lnc`` cores; return its outputs as caller arrays.
+
+    Inputs are copied into HBM tensors; after success, inputs the kernel wrote are copied back into
+    the caller's arrays (so a kernel that raises leaves them exactly as they were).
+    Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks.
+    """
+    settings = settings or Settings.from_env()
+    target = arch.get(settings.target)
+    if lnc not in (1, 2):
+        raise UnsupportedError("nki.jit", f"launch grid [{lnc}] is not supported; use kernel[1] or kernel[2] (LNC2)",
+                               where="?")
+    if lnc > target.lnc_max:
+        raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
+                                          f"{target.name} has {target.lnc_max}", where="?")
+    launch = state.LaunchState(settings, target, lnc, program_ndim)
+    buffer = shared_hbm if lnc > 1 else private_hbm
+    bound: list = []
+    args = tuple(_bind(a, launch, f"argument {i}", bound, buffer) for i, a in enumerate(args))
+    kwargs = {k: _bind(v, launch, f"argument {k!r}", bound, buffer) for k, v in kwargs.items()}
+    kind = next(((b[2][0], b[2][1]) for b in bound if b[2] is not None), None)
+
+    if lnc == 1:
+        token = state.current.set(state.CoreState(launch, 0))
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            state.current.reset(token)
+    else:
+        result = _run_lnc(func, args, kwargs, launch)
+
+    by_alloc = {}
+    for arr, t, conv in bound:
+        by_alloc[id(t.alloc)] = (arr, t, conv)
+        if t.alloc.written:
+            arr[...] = access.to_numpy(t).reshape(arr.shape).astype(arr.dtype, copy=False)
+            if conv is not None and hasattr(conv[0], "after_write"):
+                conv[0].after_write(arr, conv[1])
+    return _unbind(result, by_alloc, kind)
+
+
+def _run_lnc(func, args, kwargs, launch):
+    n = launch.lnc
+    launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
+    results: list = [None] * n
+    errors: list = [None] * n
+
+    def body(core_id):
+        state.current.set(state.CoreState(launch, core_id))
+        try:
+            results[core_id] = func(*args, **kwargs)
+        except BaseException as exc:  # re-raised in the caller's thread below
+            errors[core_id] = exc
+        finally:
+            launch.sync.core_finished(core_id)
+
+    threads = [threading.Thread(target=contextvars.Context().run, args=(body, i),
+                                name=f"nkisim-core{i}", daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failures = [(i, e) for i, e in enumerate(errors) if e is not None]
+    if failures:
+        # The root cause first: a deadlock is usually the consequence of the other core's error.
+        failures.sort(key=lambda ie: isinstance(ie[1], DeadlockError))
+        core_id, exc = failures[0]
+        if isinstance(exc, NkiError) and hasattr(exc, "add_note"):
+            exc.add_note(f"(raised on LNC core {core_id})")
+        raise exc
+    return results[0]
+
+
+__all__ = ["run", "Rendezvous", "ADAPTERS"]

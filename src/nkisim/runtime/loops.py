@@ -1,0 +1,63 @@
+"""Kernel loops: ``affine_range``, ``sequential_range``, ``static_range``, ``range`` are Python
+iterables (compile-time unrolled loops); ``affine_range`` iterations must be independent.
+
+Source: aws-neuron-sdk nki/api/nki/language/__init__.py (loops). Imports state only.
+"""
+from __future__ import annotations
+
+import builtins
+import random
+
+from .. import state
+
+
+class _Range:
+    """An iterable over ``range(start, stop, step)`` that tells the checks what kind of loop it is."""
+    __slots__ = ("r", "kind")
+
+    def __init__(self, kind, start, stop=None, step=1):
+        if stop is None:
+            start, stop = 0, start
+        self.r = builtins.range(int(start), int(stop), int(step))
+        self.kind = kind
+
+    def __iter__(self):
+        if self.kind == "affine":
+            c = state.maybe_core()
+            if c is not None and c.settings.iteration_order == "shuffled":
+                order = list(self.r)
+                random.Random(c.settings.seed + len(order)).shuffle(order)
+                return iter(order)
+        return iter(self.r)
+
+    def __len__(self):
+        return len(self.r)
+
+    def __reversed__(self):
+        return reversed(self.r)
+
+    def __repr__(self):
+        return f"{self.kind}_range({self.r.start}, {self.r.stop}, {self.r.step})"
+
+
+def affine_range(start, stop=None, step=1):
+    """Iterations with no loop-carried dependency (PSUM matmul accumulation allowed)."""
+    return _Range("affine", start, stop, step)
+
+
+def sequential_range(start, stop=None, step=1):
+    """Iterations that may depend on earlier ones; always run in order."""
+    return _Range("sequential", start, stop, step)
+
+
+def static_range(start, stop=None, step=1):
+    """A fully unrolled loop; runs in order."""
+    return _Range("static", start, stop, step)
+
+
+def range(start, stop=None, step=1):  # noqa: A001 - NKI's own name
+    """``nl.range``: a plain loop, in order."""
+    return _Range("sequential", start, stop, step)
+
+
+__all__ = ["affine_range", "sequential_range", "static_range", "range"]

@@ -1,0 +1,63 @@
+"""The running launch, found through one ContextVar: per-core state of the kernel being simulated.
+
+``runtime.launch`` creates and sets it; ops and allocations read it with ``core()``. Imports only
+errors and arch/config types.
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import NkiError
+
+
+class LaunchState:
+    """What the cores of one kernel call share: settings, target, shared HBM, sync points."""
+
+    def __init__(self, settings, target, lnc: int, program_ndim: int):
+        self.settings = settings
+        self.target = target
+        self.lnc = lnc
+        self.program_ndim = program_ndim
+        self.lock = threading.Lock()
+        self.shared_allocs: list = []          # k-th shared_hbm allocation of every core
+        self.inputs: list = []                 # (caller array, tensor) pairs to write back
+        self.done = [False] * lnc
+        self.sync = None                       # runtime.launch.Rendezvous under LNC2
+
+
+@dataclass
+class CoreState:
+    """One NeuronCore's view of the launch: its id, its engine state, its allocation counters."""
+    launch: LaunchState
+    core_id: int
+    shared_count: int = 0
+    act_acc: Any = None        # ScalarE per-partition fp32 accumulator (np.ndarray (128,))
+    vec_acc: Any = None        # VectorE per-partition fp32 accumulator
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def settings(self):
+        return self.launch.settings
+
+    @property
+    def target(self):
+        return self.launch.target
+
+
+current: contextvars.ContextVar[CoreState | None] = contextvars.ContextVar("nkisim_core", default=None)
+
+
+def core(op: str = "nki") -> CoreState:
+    """The calling core's state; raises NkiError when no kernel is being simulated."""
+    c = current.get()
+    if c is None:
+        raise NkiError(op, "called outside a simulated kernel; run the kernel with nki.simulate(kernel)(...) "
+                           "or set NKI_SIMULATOR=1")
+    return c
+
+
+def maybe_core() -> CoreState | None:
+    return current.get()

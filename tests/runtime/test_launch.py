@@ -1,0 +1,150 @@
+"""Launch semantics: in-place writes, untouched inputs on failure, LNC2, settings at call time."""
+import os
+import subprocess
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nkisim.nki as nki
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.errors import DeadlockError, DtypeError, SimulatorOffError, UnsupportedError
+from conftest import simulate
+
+
+def scale_in_place(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=x, src=t)
+
+
+def test_input_written_by_kernel_is_updated_in_place():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = x * 2
+    assert simulate(scale_in_place, x) is None
+    np.testing.assert_array_equal(x, want)
+
+
+def test_bf16_input_updated_in_place_bit_exact():
+    x = (np.arange(12, dtype=np.float32).reshape(3, 4) / 7).astype(ml_dtypes.bfloat16)
+    want = (x.astype(np.float32) * 2).astype(ml_dtypes.bfloat16)
+    simulate(scale_in_place, x)
+    assert x.view(np.uint16).tolist() == want.view(np.uint16).tolist()
+
+
+def test_failing_kernel_leaves_caller_arrays_untouched():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    before = x.copy()
+
+    def kernel(x):
+        scale_in_place(x)
+        nl.ndarray((129, 1), dtype=nl.float32, buffer=nl.sbuf)
+    with pytest.raises(Exception, match="partition dim 129"):
+        simulate(kernel, x)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_float64_argument_is_rejected_with_hint():
+    with pytest.raises(DtypeError, match=r"dtype float64 is not an NKI dtype.*astype\(np.float32\)"):
+        simulate(scale_in_place, np.zeros((2, 2)))
+
+
+def test_plain_call_needs_simulator(monkeypatch):
+    k = nki.jit(scale_in_place)
+    monkeypatch.delenv("NKI_SIMULATOR", raising=False)
+    with pytest.raises(SimulatorOffError, match="NKI_SIMULATOR=1"):
+        k(np.zeros((2, 2), np.float32))
+    monkeypatch.setenv("NKI_SIMULATOR", "1")       # read at call time, after decoration
+    x = np.ones((2, 2), np.float32)
+    k(x)
+    np.testing.assert_array_equal(x, 2 * np.ones((2, 2)))
+
+
+def test_jit_forms_and_program_ids():
+    seen = []
+
+    @nki.jit(mode="auto", debug_kernel=True)
+    def k(x):
+        seen.append((nl.program_id(0), nl.num_programs(0), nl.program_ndim()))
+        return x
+
+    simulate(k, np.zeros((1, 1), np.float32))
+    simulate(k, np.zeros((1, 1), np.float32), lnc=2)
+    assert seen[0] == (0, 1, 0)
+    assert sorted(seen[1:]) == [(0, 2, 1), (1, 2, 1)]
+
+
+def lnc2_add(a, b):
+    """Each core adds its half of the rows into a shared output."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    half = a.shape[0] // nl.num_programs(0)
+    rows = nl.ds(nl.program_id(0) * half, half)
+    ta = nl.ndarray((half, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray((half, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a[rows, :])
+    nisa.dma_copy(dst=tb, src=b[rows, :])
+    nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+    nisa.dma_copy(dst=out[rows, :], src=ta)
+    nisa.core_barrier(out, (0, 1))
+    return out
+
+
+def test_lnc2_shared_output(rng):
+    a = rng.standard_normal((256, 64), dtype=np.float32)
+    b = rng.standard_normal((256, 64), dtype=np.float32)
+    np.testing.assert_array_equal(simulate(nki.jit(lnc2_add)[2], a, b), a + b)
+    np.testing.assert_array_equal(nki.simulate(nki.jit(lnc2_add))[2](a, b), a + b)
+
+
+def test_lnc2_on_trn1_is_unsupported():
+    with pytest.raises(UnsupportedError, match="LNC2 needs .* trn1 has 1"):
+        simulate(lnc2_add, np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32), lnc=2,
+                 target="trn1")
+
+
+def test_barrier_reached_by_one_core_fails_fast():
+    def kernel(x):
+        if nl.program_id(0) == 0:
+            nisa.core_barrier(x, (0, 1))
+        return x
+    t0 = time.monotonic()
+    with pytest.raises(DeadlockError, match=r"nisa.core_barrier: core 0 waits at core_barrier but core 1 "
+                                            r"finished the kernel without reaching it \(test_launch\.py:\d+\)"):
+        simulate(kernel, np.zeros((2, 2), np.float32), lnc=2)
+    assert time.monotonic() - t0 < 5
+
+
+def test_sendrecv_swaps_tiles():
+    def kernel(x):
+        out = nl.ndarray((2, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        src = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf)
+        dst = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=x[me:me + 1, :])
+        nisa.sendrecv(src=src, dst=dst, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.dma_copy(dst=out[me:me + 1, :], src=dst)
+        return out
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(simulate(kernel, x, lnc=2), x[::-1])
+
+
+def test_import_nki_in_fresh_interpreter():
+    code = ("import nki, nki.language as nl, nki.isa as nisa, nki.isa.constants, nki.typing, "
+            "nki.compiler, nki.simulator; import nkisim.nki; "
+            "print(nl.add is nkisim.nki.language.add, nisa.get_nc_version() >= 3)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd="/", env={**os.environ, "NEURON_PLATFORM_TARGET_OVERRIDE": "trn2"})
+    assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_real_nki_package_wins(tmp_path):
+    (tmp_path / "nki").mkdir()
+    (tmp_path / "nki" / "__init__.py").write_text("REAL = True\n")
+    code = "import nki; print(getattr(nki, 'REAL', False))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.stdout.strip() == "True", out.stderr
