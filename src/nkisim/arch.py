@@ -25,6 +25,7 @@ class Target:
     matmul_moving_fmax_fp32: int = 512   # nc_matmul moving free size limit, fp32 PSUM dst
     matmul_moving_fmax_bf16: int = 512   # ... bf16 PSUM dst (trn3 only)
     bn_stats_fmax: int = 512
+    act_reduce_ops: tuple = ("add", "maximum", "minimum")   # activation_reduce reduce_op (ScalarE)
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
     psum_dst_dtypes: tuple = ("float32",)
@@ -43,7 +44,7 @@ class Target:
 
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
-              sbuf_usable_bytes=180224)
+              sbuf_usable_bytes=180224, act_reduce_ops=("add",))
 TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
               sbuf_usable_bytes=212984, lnc_max=2)
 TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,

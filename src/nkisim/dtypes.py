@@ -54,8 +54,11 @@ def as_dtype(dt) -> np.dtype | None:
 
 def name(dt) -> str:
     """The NKI name of a dtype (``bfloat16``, ``tfloat32``, ...); falls back to NumPy's name."""
-    d = np.dtype(dt)
-    return _NAME.get(d, d.name)
+    n = _NAME.get(dt)
+    if n is None:
+        d = np.dtype(dt)
+        n = _NAME.get(d) or d.name
+    return n
 
 
 def is_float(dt) -> bool:

@@ -11,20 +11,25 @@ import sys
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+_INTERNAL: dict = {}
+
+
 def _is_internal(filename: str) -> bool:
-    return filename.startswith(_PKG_DIR) or filename.startswith("<frozen")
+    hit = _INTERNAL.get(filename)
+    if hit is None:
+        path = os.path.abspath(filename)
+        hit = _INTERNAL[filename] = (path.startswith(_PKG_DIR) or filename.startswith("<frozen")
+                                     or "importlib" in filename)
+    return hit
 
 
 def kernel_location(depth: int = 1) -> str:
-    """``file:line`` of the innermost caller frame that is not nkisim code ("?" if none).
-
-    Called only when an error is raised, so its cost is off the hot path.
-    """
+    """``file:line`` of the innermost caller frame that is not nkisim code ("?" if none)."""
     frame = sys._getframe(depth)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_internal(os.path.abspath(filename)) and "importlib" not in filename:
-            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return f"{os.path.basename(code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
 

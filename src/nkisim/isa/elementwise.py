@@ -1,21 +1,25 @@
-"""Element-wise compute: ``tensor_tensor``, ``tensor_scalar``.
+"""Element-wise compute: ``tensor_tensor``, ``tensor_scalar``, ``scalar_tensor_tensor``,
+``reciprocal``, ``exponential`` (VectorE, with the VectorE accumulator).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor, tensor_scalar) and
-nki/api/nki.api.shared.rst (ALU operators). Imports memory, checks, alu.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor, tensor_scalar,
+scalar_tensor_tensor, reciprocal, exponential) and nki/api/nki.api.shared.rst (ALU operators).
+Imports memory, checks, alu, state.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import trace
+from .. import state, trace
 from ..checks import rules
-from ..errors import DtypeError, EngineError
+from ..errors import DtypeError, EngineError, NkiError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
+from ..memory.tensor import NkiTensor
 from . import alu
+from .activation import accumulator
 from .copy import gpsimd_no_psum
-from .enums import NkiInstruction, as_enum, engine as _engine
-from .operands import column_f32, target
+from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
+from .operands import column_f32, pf, target
 
 _EXACT_INT = (_dt.int32, _dt.uint32)
 _EXACT_INT_OPS = frozenset(("add", "subtract", "multiply", "maximum", "minimum"))
@@ -128,4 +132,140 @@ def _int_operand(v, x):
     return np.asarray(0 if v is None else v).astype(x.dtype)
 
 
-__all__ = ["tensor_tensor", "tensor_scalar"]
+def _tiles(opn, t, **tiles):
+    """Each named operand is an SBUF/PSUM tensor with at most pmax partitions."""
+    for nm, x in tiles.items():
+        rules.tensor(opn, nm, x)
+        rules.on_chip(opn, nm, x)
+        rules.partitions(opn, nm, x, t)
+
+
+def _arith(opn, what, row, binary=False):
+    if row.kind == "bitvec":
+        raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators are supported")
+    if binary and row.unary:
+        raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         name=None):
+    """dst = (data op0 operand0) op1 operand1; operand0 broadcasts along the free dims, operand1 is
+    element-wise.
+
+    ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` computes ``operand1 op1 tmp``.
+    A unary op0 (abs, square, ...) ignores operand0; op1 must be binary.
+    Shapes: data, operand1, dst (P, F...), P <= pmax, same elements per partition; operand0 a
+    scalar or a (P, 1) tensor. Dtypes: any; arithmetic operators only, math in fp32, rounded once
+    into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both in PSUM. Engine: Vector.
+    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unknown or unary op1).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (scalar_tensor_tensor).
+    """
+    opn = "nisa.scalar_tensor_tensor"
+    t = target(opn)
+    row0 = alu.lookup_alu(op0, opn)
+    row1 = alu.lookup_alu(op1, opn)
+    _arith(opn, "op0", row0)
+    _arith(opn, "op1", row1, binary=True)
+    _tiles(opn, t, dst=dst, data=data, operand1=operand1)
+    rules.same_tile(opn, "data", data, "operand1", operand1)
+    rules.same_tile(opn, "data", data, "dst", dst)
+    rules.not_both_psum(opn, "data", data, "operand1", operand1)
+    rules.column(opn, "operand0", operand0, data.shape[0], t)
+    x = read_f32(data)
+    x = _apply(row0, x, column_f32(operand0, x.ndim), reverse0)
+    y = read_f32(operand1).reshape(x.shape)
+    res = row1.fn(y, x) if reverse1 else row1.fn(x, y)
+    write(dst, res)
+    trace.emit(opn, dst=dst, data=data, operand1=operand1, op0=row0.name, op1=row1.name,
+               engine=_engine.vector)
+    return NkiInstruction(opn, name)
+
+
+def reciprocal(dst, data, name=None):
+    """dst = 1.0 / data, element-wise, in fp32 on the Vector engine.
+
+    Shapes: data, dst (P, F...), P <= pmax, same elements per partition. Dtypes: any; rounded once
+    into dst.dtype (1/0 gives inf). Buffers: SBUF or PSUM.
+    Raises: ShapeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (reciprocal).
+    """
+    opn = "nisa.reciprocal"
+    t = target(opn)
+    _tiles(opn, t, dst=dst, data=data)
+    rules.same_tile(opn, "data", data, "dst", dst)
+    write(dst, alu.ALU["reciprocal"].fn(read_f32(data)))
+    trace.emit(opn, dst=dst, data=data, engine=_engine.vector)
+    return NkiInstruction(opn, name)
+
+
+_EXP_DST = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32", "int8",
+            "int16", "int32", "uint8", "uint16")
+_EXP_SRC = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "int8", "int16",
+            "int32", "uint8", "uint16", "uint32")
+_EXP_RES = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32")
+_EXP_CMDS = (_cmd.idle, _cmd.reset_reduce, _cmd.reduce, _cmd.load_reduce)
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, reduce_init=0.0,
+                name=None):
+    """dst = exp(src - max_value); optionally acc = (0 | acc | reduce_init) + sum over free dims.
+
+    ``reduce_cmd``: ``reset_reduce`` starts the VectorE accumulator at 0, ``reduce`` keeps it,
+    ``load_reduce`` starts it at ``reduce_init``; each then adds the free-dim sum of this result
+    (Decision: the fp32 values before rounding into dst.dtype, as for ``activation``). ``idle``
+    leaves the accumulator alone. ``reduce_res`` (P, 1) then receives the accumulator (Decision:
+    also with ``idle``, when the docs call its state undefined).
+    Shapes: src, dst up to 4-D, same P (<= pmax) and elements per partition; ``max_value`` and
+    ``reduce_init`` a scalar or a (P, 1) tensor. Dtypes: dst fp8/fp16/bf16/fp32/tf32/int8/16/32/
+    uint8/16; src the same without tf32, plus uint32; reduce_res fp8/fp16/bf16/fp32/tf32.
+    Buffers: SBUF or PSUM. Engine: Vector, trn3 (NeuronCore-v4) and newer only.
+    Raises: UnsupportedError (target, reduce_cmd.reset), ShapeError, DtypeError, MemorySpaceError,
+    NkiError (reduce_init without load_reduce).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (exponential).
+    """
+    opn = "nisa.exponential"
+    core = state.core(opn)
+    t = core.target
+    if t.nc_version < 4:
+        raise UnsupportedError(opn, f"needs trn3 or newer, not supported on {t.name}")
+    cmd = as_enum(_cmd, reduce_cmd, opn)
+    if cmd not in _EXP_CMDS:
+        raise UnsupportedError(opn, f"reduce_cmd {cmd.name} is not supported; expected one of "
+                                    f"{', '.join(c.name for c in _EXP_CMDS)}")
+    _tiles(opn, t, dst=dst, src=src)
+    rules.same_tile(opn, "src", src, "dst", dst)
+    for nm, x in (("src", src), ("dst", dst)):
+        if x.ndim > 4:
+            raise ShapeError(opn, f"{nm} has {x.ndim} dims {x.shape}, exceeds 4")
+    rules.dtype_in(opn, "dst", dst, _EXP_DST, t)
+    rules.dtype_in(opn, "src", src, _EXP_SRC, t)
+    p = src.shape[0]
+    rules.column(opn, "max_value", max_value, p, t)
+    rules.column(opn, "reduce_init", reduce_init, p, t)
+    if cmd is not _cmd.load_reduce and (isinstance(reduce_init, NkiTensor) or reduce_init not in (None, 0)):
+        raise NkiError(opn, f"reduce_init {reduce_init!r} must be unset or 0.0 unless reduce_cmd is "
+                            f"load_reduce, got reduce_cmd {cmd.name}")
+    if reduce_res is not None:
+        _tiles(opn, t, reduce_res=reduce_res)
+        rules.column(opn, "reduce_res", reduce_res, p, t)
+        rules.dtype_in(opn, "reduce_res", reduce_res, _EXP_RES, t)
+    x = read_f32(src)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.exp(x - column_f32(max_value, x.ndim))
+    acc = accumulator(core, "vec", p)
+    if cmd is _cmd.reset_reduce:
+        acc[:p] = 0
+    elif cmd is _cmd.load_reduce:
+        acc[:p] = column_f32(reduce_init, 2).reshape(-1) if isinstance(reduce_init, NkiTensor) \
+            else np.float32(0 if reduce_init is None else reduce_init)
+    if cmd is not _cmd.idle:
+        acc[:p] += pf(y).sum(axis=1, dtype=np.float32)
+    reduced = acc[:p].copy()
+    write(dst, y)
+    if reduce_res is not None:
+        write(reduce_res, reduced.reshape(p, 1))
+    trace.emit(opn, dst=dst, src=src, reduce_cmd=cmd, engine=_engine.vector)
+    return NkiInstruction(opn, name)
+
+
+__all__ = ["tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "reciprocal", "exponential"]

@@ -100,11 +100,13 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         res = np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n))
     flags = flags_view(dst)
     if accumulate is None:
-        if flags.any():
+        if flags.all():
+            res += read_f32(dst).reshape(m, n)
+        elif flags.any():
             old = read_f32(dst).reshape(m, n)
             res = np.where(flags.reshape(m, n), old + res, res)
     elif accumulate:
-        res = read_f32(dst).reshape(m, n) + res
+        res += read_f32(dst).reshape(m, n)
     write(dst, res, matmul=True)
     flags[...] = True
     trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)

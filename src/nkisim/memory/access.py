@@ -85,8 +85,10 @@ def _new_alloc(shape, dt, buf, name, core_id, precise, fill):
 
 
 def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> NkiTensor:
-    """An HBM tensor holding a copy of a caller's array (the caller's array is untouched until the
-    kernel succeeds). Raises DtypeError for dtypes NKI lacks (e.g. float64, int64)."""
+    """An HBM tensor over a caller's array. A C-contiguous, writeable array already in its storage
+    dtype is used in place (no copy; its values are copied aside on the kernel's first write to it,
+    so ``restore`` can undo a failed kernel); any other array is copied, and ``copy_back`` returns
+    the kernel's writes. Raises DtypeError for dtypes NKI lacks (e.g. float64, int64)."""
     dt = _dt.as_dtype(array.dtype)
     if dt is None or _dt.name(dt) not in target.dtypes:
         hint = " (convert with .astype(np.float32))" if array.dtype.kind == "f" else \
@@ -94,15 +96,52 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
         raise DtypeError("kernel argument", f"{name}: dtype {array.dtype} is not an NKI dtype on "
                                             f"{target.name}{hint}", where="?")
     sdt = _dt.storage_dtype(dt, precise)
-    storage = np.array(array, dtype=sdt, copy=True, order="C").reshape(-1)
+    in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
+    storage = array.reshape(-1) if in_place else np.array(array, dtype=sdt, copy=True, order="C").reshape(-1)
     alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument")
+    if in_place:
+        alloc.snapshot = _NOT_TAKEN
     return contiguous_view(alloc)
 
 
-def to_numpy(t: NkiTensor) -> np.ndarray:
-    """A fresh NumPy array of the view's elements in its NKI dtype (tfloat32 comes back as float32)."""
+_NOT_TAKEN = object()
+
+
+def is_in_place(t: NkiTensor) -> bool:
+    """True when the tensor's storage is the caller's own array."""
+    return t.alloc.snapshot is not None
+
+
+def restore(t: NkiTensor) -> None:
+    """Undo a failed kernel's writes to a caller's array used in place."""
+    snap = t.alloc.snapshot
+    if snap is not None and snap is not _NOT_TAKEN:
+        t.alloc.storage[...] = snap
+
+
+def copy_back(t: NkiTensor, array: np.ndarray) -> None:
+    """After success, store a copied argument's final values into the caller's array."""
+    if t.alloc.written and t.alloc.snapshot is None:
+        array[...] = to_numpy(t).reshape(array.shape).astype(array.dtype, copy=False)
+
+
+def _first_write(alloc) -> None:
+    if alloc.snapshot is _NOT_TAKEN:
+        alloc.snapshot = alloc.storage.copy()
+    alloc.written = True
+
+
+def to_numpy(t: NkiTensor, own: bool = False) -> np.ndarray:
+    """The view's elements as a NumPy array in its NKI dtype (tfloat32 comes back as float32).
+
+    ``own=True`` (a kernel output after the launch ended) may hand out the storage itself when the
+    view covers the whole allocation in order; otherwise the result is a fresh copy.
+    """
     out_dt = F32 if t.dtype == _dt.tfloat32 else t.dtype
-    return np.array(t.np(), dtype=out_dt, copy=True)
+    a = t.np()
+    if own and a.dtype == out_dt and t.offset == 0 and t.size == t.storage.size and a.flags.c_contiguous:
+        return a
+    return np.array(a, dtype=out_dt, copy=True)
 
 
 def read_raw(t: NkiTensor) -> np.ndarray:
@@ -130,8 +169,9 @@ def write(t: NkiTensor, values, matmul: bool = False) -> None:
     dst = t.np()
     if arr.shape != dst.shape and arr.size == dst.size:
         arr = arr.reshape(dst.shape)
+    if not alloc.written:
+        _first_write(alloc)
     dst[...] = arr
-    alloc.written = True
     if alloc.mm_flags is not None and not matmul:
         flags_view(t)[...] = False
 

@@ -20,11 +20,12 @@ from .buffers import HBM, ON_CHIP, MemoryRegion, psum, sbuf
 class Allocation:
     """One allocation: a flat NumPy array in the storage dtype and where it lives.
 
-    ``written`` is set by the first write (HBM inputs are copied back only if written);
+    ``written`` is set by the first write; a caller's array used in place (``snapshot`` is not
+    None) is copied aside on that first write so a failing kernel can restore it;
     ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
-                 "where", "__weakref__")
+                 "where", "snapshot", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where=""):
         self.storage = storage
@@ -36,6 +37,7 @@ class Allocation:
         self.written = False
         self.mm_flags = np.zeros(storage.shape, np.bool_) if buffer is psum else None
         self.where = where
+        self.snapshot = None   # a caller's array used in place: its values before the first write
 
 
 def _contiguous_strides(shape):

@@ -75,6 +75,9 @@ def _bind(value, launch, path, bound, buffer):
     if isinstance(value, NkiTensor):
         return value
     if isinstance(value, np.ndarray):
+        for arr, t, _ in bound:          # the same array passed twice is one HBM tensor
+            if arr is value:
+                return t
         t = access.wrap_array(value, buffer, path, launch.settings.precise_fp, launch.target)
         bound.append((value, t, None))
         return t
@@ -103,7 +106,7 @@ def _unbind(value, by_alloc, kind):
                 and value.shape == tuple(hit[0].shape):
             arr, _, conv = hit
             return conv[1] if conv else arr
-        out = access.to_numpy(value)
+        out = access.to_numpy(value, own=True)
         if kind is not None:
             return kind[0].from_numpy(out, kind[1])
         return out
@@ -120,8 +123,9 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
         settings: Settings | None = None):
     """Simulate ``func(*args, **kwargs)`` on ``lnc`` cores; return its outputs as caller arrays.
 
-    Inputs are copied into HBM tensors; after success, inputs the kernel wrote are copied back into
-    the caller's arrays (so a kernel that raises leaves them exactly as they were).
+    Arrays become HBM tensors (in place where possible, see ``access.wrap_array``); a kernel that
+    raises leaves the caller's arrays exactly as they were; after success, its writes to its
+    arguments are in the caller's arrays.
     Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks.
     """
     settings = settings or Settings.from_env()
@@ -139,22 +143,26 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     kwargs = {k: _bind(v, launch, f"argument {k!r}", bound, buffer) for k, v in kwargs.items()}
     kind = next(((b[2][0], b[2][1]) for b in bound if b[2] is not None), None)
 
-    if lnc == 1:
-        token = state.current.set(state.CoreState(launch, 0))
-        try:
-            result = func(*args, **kwargs)
-        finally:
-            state.current.reset(token)
-    else:
-        result = _run_lnc(func, args, kwargs, launch)
+    try:
+        if lnc == 1:
+            token = state.current.set(state.CoreState(launch, 0))
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                state.current.reset(token)
+        else:
+            result = _run_lnc(func, args, kwargs, launch)
+    except BaseException:
+        for _, t, _ in reversed(bound):
+            access.restore(t)
+        raise
 
     by_alloc = {}
     for arr, t, conv in bound:
         by_alloc[id(t.alloc)] = (arr, t, conv)
-        if t.alloc.written:
-            arr[...] = access.to_numpy(t).reshape(arr.shape).astype(arr.dtype, copy=False)
-            if conv is not None and hasattr(conv[0], "after_write"):
-                conv[0].after_write(arr, conv[1])
+        access.copy_back(t, arr)
+        if t.alloc.written and conv is not None and hasattr(conv[0], "after_write"):
+            conv[0].after_write(arr, conv[1])
     return _unbind(result, by_alloc, kind)
 
 

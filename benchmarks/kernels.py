@@ -1,0 +1,59 @@
+"""Benchmark kernels written in the public tutorial style (independent of nkisim.examples)."""
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def matmul_tiled(lhsT, rhs):
+    """out[M, N] = lhsT.T @ rhs with 128x512 output tiles accumulated over K in PSUM."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    TK, TM, TN = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // TM):
+        for n in nl.affine_range(N // TN):
+            acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // TK):
+                lhsT_tile = nl.ndarray((TK, TM), dtype=lhsT.dtype, buffer=nl.sbuf)
+                rhs_tile = nl.ndarray((TK, TN), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=lhsT_tile, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+                nisa.dma_copy(dst=rhs_tile, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                nisa.nc_matmul(dst=acc, stationary=lhsT_tile, moving=rhs_tile)
+            res = nl.ndarray((TM, TN), dtype=out.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
+    return out
+
+
+@nki.jit
+def add_lnc(a, b):
+    """out = a + b in 128-row tiles; under LNC2 each core takes every other tile."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    P = nl.tile_size.pmax
+    n_tiles = a.shape[0] // P
+    cores = nl.num_programs(0)
+    core = nl.program_id(0)
+    for i in nl.affine_range(n_tiles // cores):
+        rows = nl.ds((i * cores + core) * P, P)
+        ta = nl.ndarray((P, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        tb = nl.ndarray((P, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ta, src=a[rows, :])
+        nisa.dma_copy(dst=tb, src=b[rows, :])
+        nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)
+        nisa.dma_copy(dst=out[rows, :], src=ta)
+    return out
+
+
+def tensor_tensor_loop(a, b, n):
+    """n tensor_tensor adds of one (128, F) tile pair; returns the last sum."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tc = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    for _ in range(n):
+        nisa.tensor_tensor(dst=tc, data1=ta, data2=tb, op=nl.add)
+    nisa.dma_copy(dst=out, src=tc)
+    return out

@@ -1,0 +1,182 @@
+"""nkisim benchmarks: every figure is a ratio to plain NumPy computing the same result on the same
+inputs in the same run. BLAS is pinned to one thread (threadpoolctl); each case is timed several
+times and the median taken. Prints a table and writes the figures as JSON.
+
+Usage: python benchmarks/run.py [--quick] [--json PATH] [--only NAME,...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernels  # noqa: E402
+
+import nkisim.nki as nki  # noqa: E402
+
+BF16 = ml_dtypes.bfloat16
+TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnorm": 3.0,
+           "tensor_tensor_overhead": 2.0}
+
+
+def median_time(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def case_matmul(n, dtype, repeat):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
+    b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    sim = nki.simulate(kernels.matmul_tiled)
+    out = sim(a, b)
+    ref = af.T @ bf
+    err = float(np.max(np.abs(out.astype(np.float32) - ref)) / np.max(np.abs(ref)))
+    t_sim = median_time(lambda: sim(a, b), repeat)
+    t_np = median_time(lambda: af.T @ bf, repeat)
+    return t_sim, t_np, {"max_rel_err": err}
+
+
+def case_overhead(repeat, n_ops=1000):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 512), dtype=np.float32)
+    b = rng.standard_normal((128, 512), dtype=np.float32)
+    sim = nki.simulate(kernels.tensor_tensor_loop)
+    np.testing.assert_array_equal(sim(a, b, 3), a + b)
+
+    def numpy_loop():
+        for _ in range(n_ops):
+            c = a + b
+        return c
+    t_sim = median_time(lambda: sim(a, b, n_ops), repeat)
+    t_np = median_time(numpy_loop, repeat)
+    return t_sim, t_np, {"us_per_op_sim": t_sim / n_ops * 1e6, "us_per_op_numpy": t_np / n_ops * 1e6}
+
+
+def case_lnc2(repeat):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4096, 512), dtype=np.float32)
+    b = rng.standard_normal((4096, 512), dtype=np.float32)
+    lnc1 = nki.simulate(kernels.add_lnc)
+    lnc2 = nki.simulate(kernels.add_lnc)[2]
+    np.testing.assert_array_equal(lnc2(a, b), a + b)
+    t2 = median_time(lambda: lnc2(a, b), repeat)
+    t1 = median_time(lambda: lnc1(a, b), repeat)
+    return t2, t1, {"baseline": "LNC1 simulation of the same kernel"}
+
+
+def case_example(name, repeat):
+    """Time a kernel from nkisim.examples against its NumPy reference."""
+    import importlib
+    mod = importlib.import_module(f"nkisim.examples.{name}")
+    inputs = mod.make_inputs(np.random.default_rng(0), small=False)
+    sim = nki.simulate(mod.kernel)
+    out = sim(*inputs)
+    ref = mod.reference(*inputs)
+    err = float(np.max(np.abs(np.asarray(out, np.float32) - np.asarray(ref, np.float32))))
+    t_sim = median_time(lambda: sim(*inputs), repeat)
+    t_np = median_time(lambda: mod.reference(*inputs), repeat)
+    return t_sim, t_np, {"max_abs_err": err, "shapes": [list(x.shape) for x in inputs]}
+
+
+_MEM_CHILD = r"""
+import resource, sys, numpy as np, ml_dtypes
+sys.path.insert(0, sys.argv[1])
+import kernels, nkisim.nki as nki
+n = int(sys.argv[2])
+rng = np.random.default_rng(0)
+a = rng.standard_normal((n, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+b = rng.standard_normal((n, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = nki.simulate(kernels.matmul_tiled)(a, b)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024, a.nbytes + b.nbytes + out.nbytes)
+"""
+
+
+def case_memory(n=2048):
+    """Peak memory the simulation adds (beyond the caller's inputs) vs inputs + outputs bytes."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    res = subprocess.run([sys.executable, "-c", _MEM_CHILD, here, str(n)], capture_output=True,
+                         text=True, check=True)
+    extra, io_bytes = map(int, res.stdout.split())
+    return extra, io_bytes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, skip 2048^3")
+    parser.add_argument("--json", default="bench-results.json")
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    rep = 3 if args.quick else 5
+    cases = [
+        ("matmul512_fp32", "one numpy.matmul fp32", lambda: case_matmul(512, np.float32, rep)),
+        ("matmul512_bf16", "one numpy.matmul fp32", lambda: case_matmul(512, BF16, rep)),
+        ("matmul2048_bf16", "one numpy.matmul fp32", lambda: case_matmul(2048, BF16, max(1, rep // 2))),
+        ("softmax", "NumPy softmax", lambda: case_example("softmax", rep)),
+        ("rmsnorm", "NumPy RMSNorm", lambda: case_example("rmsnorm", rep)),
+        ("tensor_tensor_overhead", "1000 NumPy adds", lambda: case_overhead(rep)),
+        ("lnc2_add", "LNC1 simulation", lambda: case_lnc2(rep)),
+    ]
+    if args.quick:
+        cases = [c for c in cases if c[0] != "matmul2048_bf16"]
+    results = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
+                           "cpu_count": os.cpu_count()}, "cases": {}}
+    rows = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        results["machine"]["blas"] = [(i.get("internal_api"), i.get("num_threads"))
+                                      for i in threadpool_info() if i.get("user_api") == "blas"]
+        for name, baseline, fn in cases:
+            if only and name not in only:
+                continue
+            try:
+                t_sim, t_ref, extra = fn()
+            except ModuleNotFoundError as exc:
+                rows.append((name, "-", "-", "-", "-", f"skipped: {exc}"))
+                continue
+            ratio = t_sim / t_ref
+            target = TARGETS.get(name)
+            verdict = "" if target is None else ("ok" if ratio <= target else "OVER")
+            results["cases"][name] = {"sim_s": t_sim, "reference_s": t_ref, "ratio": ratio,
+                                      "baseline": baseline, "target": target, **extra}
+            rows.append((name, f"{t_sim * 1e3:.2f}", f"{t_ref * 1e3:.2f}", f"{ratio:.2f}",
+                         "-" if target is None else f"<= {target}", f"{verdict} vs {baseline}"))
+        if not only or "memory2048_bf16" in only:
+            if not args.quick:
+                extra, io_bytes = case_memory()
+                ratio = extra / io_bytes
+                limit = (2 * io_bytes + 300 * 2**20) / io_bytes
+                results["cases"]["memory2048_bf16"] = {"extra_peak_bytes": extra, "io_bytes": io_bytes,
+                                                       "ratio": ratio, "target": limit}
+                rows.append(("memory2048_bf16", f"{extra / 2**20:.0f} MiB", f"{io_bytes / 2**20:.0f} MiB",
+                             f"{ratio:.2f}", f"<= {limit:.2f}",
+                             ("ok" if ratio <= limit else "OVER") + " peak extra / (inputs+outputs)"))
+    header = ("case", "sim ms", "numpy ms", "ratio", "target", "note")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    for r in [header] + rows:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
