@@ -27,6 +27,11 @@ class Target:
     bn_stats_fmax: int = 512
     act_reduce_ops: tuple = ("add", "maximum", "minimum")   # activation_reduce reduce_op (ScalarE)
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
+    dma_transpose_itemsize: int = 2   # dma_transpose element width (bytes)
+    dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: src.shape[0] must equal this
+    dma_transpose_hwdge_align: int = 128   # dma_transpose hwdge: src.shape[-1] multiple of this
+    search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
+    search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
     psum_dst_dtypes: tuple = ("float32",)
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",

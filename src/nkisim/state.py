@@ -26,6 +26,7 @@ class LaunchState:
         self.inputs: list = []                 # (caller array, tensor) pairs to write back
         self.done = [False] * lnc
         self.sync = None                       # runtime.launch.Rendezvous under LNC2
+        self.shared_races = None               # checks.races.SharedRaces under LNC2 + detect_races
 
 
 @dataclass
@@ -36,6 +37,9 @@ class CoreState:
     shared_count: int = 0
     act_acc: Any = None        # ScalarE per-partition fp32 accumulator (np.ndarray (128,))
     vec_acc: Any = None        # VectorE per-partition fp32 accumulator
+    serial: int = 0            # allocations made so far (orders allocations against loops)
+    loops: list = field(default_factory=list)   # running affine_range scopes (race detection)
+    memory: Any = None         # memory.capacity.CoreMemory: live SBUF/PSUM allocations
     extras: dict = field(default_factory=dict)
 
     @property

@@ -1,7 +1,7 @@
-"""Scalar Engine activations: ``activation`` (op(data * scale + bias) with an optional free-dim
-sum into the per-partition accumulator).
+"""Scalar Engine activations: ``activation`` and ``activation_reduce`` (op(data * scale + bias)
+with an optional free-dim reduction into the per-partition ScalarE accumulator).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, reduce_cmd) and
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, activation_reduce, reduce_cmd) and
 nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu, state.
 """
 from __future__ import annotations
@@ -39,15 +39,43 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     Dtypes: any; math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM.
     ``reduce_cmd``: reset/reset_reduce zero the ScalarE accumulator; reduce/reset_reduce add the
     free-dim sum of this result (Decision: the fp32 values before rounding); ``reduce_res`` then
-    receives the accumulator. ``reduce_op`` must be ``nl.add``.
+    receives the accumulator. ``reduce_op`` must be ``nl.add``. Decision: ``reduce_res`` may alias
+    (part of) ``dst``; it is written after ``dst``, so the reduction wins where they overlap.
     Raises: ShapeError, MemorySpaceError, NkiError (unknown function), UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation).
     """
     opn = "nisa.activation"
+    if reduce_op is not None and alu.op_name(reduce_op) != "add":
+        raise NkiError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
+    cmd = as_enum(_cmd, reduce_cmd, opn)
+    return _activate(opn, dst, op, data, bias, scale, alu.ALU["add"], reduce_res, cmd, name)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """dst = op(data * scale + bias); reduce_res = reduce_op over all free dims of the fp32 result.
+
+    Same as ``activation(..., reduce_cmd=reset_reduce, reduce_res=reduce_res)``: the ScalarE
+    accumulator is reset to the identity of ``reduce_op``, takes this reduction, and is read out
+    into ``reduce_res`` (P, 1). ``reduce_op``: ``nl.add`` only on trn1; Decision: ``nl.add``,
+    ``nl.maximum``/``nl.max``, ``nl.minimum``/``nl.min`` on trn2 and newer (``arch.act_reduce_ops``;
+    the docs only say trn1 is add-only). Shapes, dtypes and buffers as ``activation``.
+    Raises: ShapeError, MemorySpaceError, NkiError (unknown function or reduce_op), UnsupportedError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation_reduce).
+    """
+    opn = "nisa.activation_reduce"
+    t = state.core(opn).target
+    row = alu.lookup_alu(reduce_op, opn)
+    if row.name not in t.act_reduce_ops:
+        raise NkiError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
+                            f"{', '.join(t.act_reduce_ops)}")
+    rules.tensor(opn, "reduce_res", reduce_res)
+    return _activate(opn, dst, op, data, bias, scale, row, reduce_res, _cmd.reset_reduce, name)
+
+
+def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name):
     core = state.core(opn)
     t = core.target
     fn = alu.lookup_act(op, opn)
-    cmd = as_enum(_cmd, reduce_cmd, opn)
     for nm, x in (("dst", dst), ("data", data)):
         rules.tensor(opn, nm, x)
         rules.on_chip(opn, nm, x)
@@ -59,8 +87,6 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         if not isinstance(bias, NkiTensor) and t.nc_version < 3:
             raise UnsupportedError(opn, f"a scalar bias needs trn2 or newer; on {t.name} pass a ({p}, 1) tensor")
         rules.column(opn, "bias", bias, p, t)
-    if reduce_op is not None and alu.op_name(reduce_op) != "add":
-        raise NkiError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
     if reduce_res is not None:
         rules.tensor(opn, "reduce_res", reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
@@ -73,9 +99,10 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         y = np.asarray(fn(y.astype(F32, copy=False)), F32)
     acc = accumulator(core, "act", p)
     if cmd in (_cmd.reset, _cmd.reset_reduce):
-        acc[:p] = 0
+        acc[:p] = reduce_row.identity
     if cmd in (_cmd.reduce, _cmd.reset_reduce, _cmd.load_reduce):
-        acc[:p] += pf(y).sum(axis=1, dtype=F32)
+        part = reduce_row.fn.reduce(pf(y), axis=1, dtype=F32) if y.size else F32(reduce_row.identity)
+        acc[:p] = reduce_row.fn(acc[:p], part)
     reduced = acc[:p].copy()
     write(dst, y)
     if reduce_res is not None:
@@ -84,4 +111,4 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     return NkiInstruction(opn, name)
 
 
-__all__ = ["activation", "accumulator"]
+__all__ = ["activation", "activation_reduce", "accumulator"]

@@ -1,17 +1,23 @@
-"""On-chip copies and fills: ``tensor_copy``, ``memset``.
+"""On-chip copies and fills: ``tensor_copy``, ``tensor_copy_predicated``, ``memset``, ``iota``
+(and ``affine_values``, the iota/affine_select pattern generator).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy, memset). Imports memory, checks.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy, tensor_copy_predicated, memset,
+iota). Imports memory, checks.
 """
 from __future__ import annotations
+
+import math
+import operator
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .. import trace
 from ..checks import rules
-from ..errors import DtypeError, MemorySpaceError
-from ..memory.access import read_f32, read_raw, write
+from ..errors import DtypeError, MemorySpaceError, ShapeError
+from ..memory.access import dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
+from ..memory.tensor import NkiTensor
 from .enums import NkiInstruction, as_enum, engine as _engine
 from .operands import target
 
@@ -81,4 +87,124 @@ def memset(dst, value, engine=_engine.unknown, name=None, **ignored):
     return NkiInstruction(op, name)
 
 
-__all__ = ["tensor_copy", "memset"]
+_PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
+_INT32 = np.iinfo(np.int32)
+
+
+def int32_param(op: str, name: str, value) -> int:
+    """A compile-time int32 (``offset``, ``channel_multiplier``); ``offset`` may also be a runtime
+    register (``.value``) or a 1-element integer tensor."""
+    if isinstance(value, NkiTensor) or hasattr(value, "value"):
+        v = dynamic_index(value, op)
+    else:
+        try:
+            v = operator.index(value)
+        except TypeError:
+            f = float(value) if isinstance(value, (float, np.floating)) else None
+            if f is None or not math.isfinite(f) or f != int(f):
+                raise DtypeError(op, f"{name} must be an int32 value, got {value!r}") from None
+            v = int(f)
+    if not _INT32.min <= v <= _INT32.max:
+        raise DtypeError(op, f"{name} {v} is outside the int32 range")
+    return v
+
+
+def affine_values(op: str, pattern, offset, channel_multiplier, p: int, free_size: int) -> np.ndarray:
+    """The (p, free_size) int32 array ``offset + part*channel_multiplier + sum(step_k * i_k)`` over
+    ``pattern`` = [[step, count], ...] (outermost first, at most 4 entries; missing dims have size 1).
+
+    The arithmetic is 32-bit two's complement (Decision: sums wrap modulo 2**32).
+    Raises: ShapeError (pattern form, element count), DtypeError (non-int32 parameters).
+    """
+    try:
+        pairs = [(int32_param(op, "pattern step", e[0]), operator.index(e[1])) for e in pattern]
+        bad = any(len(e) != 2 for e in pattern)
+    except (TypeError, IndexError):
+        raise ShapeError(op, f"pattern must be a list of [step, count] pairs, got {pattern!r}") from None
+    if bad or not pairs:
+        raise ShapeError(op, f"pattern must be a list of [step, count] pairs, got {pattern!r}")
+    if len(pairs) > 4:
+        raise ShapeError(op, f"pattern has {len(pairs)} dims, at most 4")
+    if any(n < 1 for _, n in pairs):
+        raise ShapeError(op, f"pattern counts must be >= 1, got {[n for _, n in pairs]}")
+    n = math.prod(c for _, c in pairs)
+    if n != free_size:
+        raise ShapeError(op, f"pattern covers {n} elements per partition, dst has {free_size}")
+    base = int32_param(op, "offset", offset)
+    mult = int32_param(op, "channel_multiplier", channel_multiplier)
+    v = np.full((1,) * len(pairs), base, np.int64)
+    for k, (step, count) in enumerate(pairs):
+        shape = [1] * len(pairs)
+        shape[k] = count
+        v = v + np.arange(count, dtype=np.int64).reshape(shape) * step
+    v = v.reshape(1, -1) + np.arange(p, dtype=np.int64).reshape(p, 1) * mult
+    return v.astype(np.uint32).view(np.int32) if v.size else v.astype(np.int32)
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    """dst[p, i...] = offset + p * channel_multiplier + sum_k step_k * i_k, on the GpSimd engine.
+
+    ``pattern`` = [[step_w, num_w], ..., [step_x, num_x]] (up to 4 dims, padded with size 1; step 0
+    is legal); prod(num) must equal dst's elements per partition (dst's free shape is free).
+    ``offset`` may be a runtime register (``.value``) or a 1-element integer tensor.
+    Dtypes: values computed in int32 (wrapping), then rounded once into dst.dtype (float dst via fp32;
+    integer dst saturates). Buffers: dst in SBUF. Partitions <= pmax.
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (iota).
+    """
+    op = "nisa.iota"
+    t = target(op)
+    rules.tensor(op, "dst", dst)
+    rules.sbuf_only(op, "dst", dst)
+    rules.partitions(op, "dst", dst, t)
+    values = affine_values(op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size)
+    write(dst, values)
+    trace.emit(op, dst=dst, engine=_engine.gpsimd)
+    return NkiInstruction(op, name)
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """dst = where(predicate != 0 (xor reverse_pred), src, dst), on the Vector engine.
+
+    Shapes: dst, predicate and a tensor ``src`` share the partition count (<= pmax) and elements per
+    partition (free shapes may differ). ``src`` may be a scalar, copied where the predicate holds.
+    Dtypes: predicate uint8/uint16/uint32 (nonzero is true); a tensor src has dst's dtype and is
+    copied bit-exactly; a scalar src is rounded once into dst.dtype. Elements where the predicate
+    is false keep their old bits.
+    Buffers: SBUF or PSUM; src and predicate not both in PSUM.
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy_predicated).
+    """
+    op = "nisa.tensor_copy_predicated"
+    t = target(op)
+    for nm, x in (("dst", dst), ("predicate", predicate)):
+        rules.tensor(op, nm, x)
+        rules.on_chip(op, nm, x)
+        rules.partitions(op, nm, x, t)
+    rules.same_tile(op, "dst", dst, "predicate", predicate)
+    rules.dtype_in(op, "predicate", predicate, _PREDICATE_DTYPES, t)
+    if isinstance(src, NkiTensor):
+        rules.on_chip(op, "src", src)
+        rules.partitions(op, "src", src, t)
+        rules.same_tile(op, "dst", dst, "src", src)
+        rules.not_both_psum(op, "src", src, "predicate", predicate)
+        if src.dtype != dst.dtype:
+            raise DtypeError(op, f"src dtype {_dt.name(src.dtype)} must equal dst dtype {_dt.name(dst.dtype)}")
+    elif np.ndim(src) != 0:
+        raise ShapeError(op, f"src must be a tensor or a scalar, got {type(src).__name__}")
+    mask = read_raw(predicate).reshape(dst.shape) != 0
+    if reverse_pred:
+        mask = ~mask
+    old = read_raw(dst, hooks=False)          # kept elements are not an engine read
+    if isinstance(src, NkiTensor):
+        values = np.where(mask, read_raw(src).reshape(dst.shape), old)
+    elif _dt.is_int(dst.dtype) or dst.dtype == _dt.bool_:
+        values = np.where(mask, np.float64(src), old.astype(np.float64))
+    else:
+        values = np.where(mask, np.float32(src), old.astype(np.float32))
+    write(dst, values)
+    trace.emit(op, dst=dst, src=src, predicate=predicate, engine=_engine.vector)
+    return NkiInstruction(op, name)
+
+
+__all__ = ["tensor_copy", "tensor_copy_predicated", "memset", "iota"]

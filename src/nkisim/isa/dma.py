@@ -1,12 +1,17 @@
-"""DMA: ``dma_copy`` (flat element-order copy between HBM and SBUF, dtype cast via fp32).
+"""DMA: ``dma_copy`` (flat element-order copy between HBM and SBUF, dtype cast via fp32) and
+``dma_transpose`` (axis-permuting copy into SBUF).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy). Imports memory, checks, state.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy, dma_transpose). Imports memory,
+checks, state.
 """
 from __future__ import annotations
 
 from .. import trace
 from ..checks import rules
-from ..errors import DtypeError
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
 from .enums import NkiInstruction, as_enum, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
@@ -47,4 +52,71 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     return NkiInstruction(op, name)
 
 
-__all__ = ["dma_copy"]
+# i-th dst axis = src axis axes[i]; the only permutation per rank (docs: "Supported axes").
+_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown, oob_mode=_oob.error,
+                  name=None):
+    """dst = src.transpose(axes): dst's i-th axis is src's axes[i]-th axis, copied bit-exactly.
+
+    Shapes: src 2-D, 3-D or 4-D; ``axes`` (default by rank) must be (1, 0), (2, 1, 0) or
+    (3, 1, 2, 0) for that rank; dst.shape must equal the permuted src.shape exactly.
+    Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype, 2 bytes wide
+    (Decision: the docs list the 2-byte rule under hwdge and the indirect form; nkisim applies it
+    to every dma_transpose, as the DMA transpose block moves 2-byte elements).
+    ``dge_mode``: unknown or hwdge (trn2+; then src.shape[0] == 16 and src.shape[-1] % 128 == 0).
+    The indirect (gather) transpose (``src.ap(vector_offset=...)``, dge_mode=swdge) is not supported
+    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` only applies to the indirect form.
+    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_transpose).
+    """
+    op = "nisa.dma_transpose"
+    t = target(op)
+    rules.tensor(op, "dst", dst)
+    rules.tensor(op, "src", src)
+    mode = as_enum(_dge_mode, dge_mode, op)
+    oob = as_enum(_oob, oob_mode, op)
+    if src.is_indirect() or mode is _dge_mode.swdge:
+        raise UnsupportedError(op, "the indirect (gather) transpose (src.ap(vector_offset=...), "
+                                   "dge_mode=swdge) is not supported by nkisim yet")
+    if mode is _dge_mode.none:
+        raise UnsupportedError(op, "dge_mode=none is not valid for dma_transpose; use unknown or hwdge")
+    if mode is _dge_mode.hwdge and t.nc_version < 3:
+        raise UnsupportedError(op, f"dge_mode=hwdge needs trn2 or newer, not {t.name}")
+    if oob is _oob.skip:
+        raise UnsupportedError(op, "oob_mode=skip is only valid for an indirect src")
+    if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
+        raise NkiError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+    rules.sbuf_only(op, "dst", dst)
+    rules.hbm_or_sbuf(op, "src", src)
+    rules.partitions(op, "dst", dst, t)
+    if src.on_chip:
+        rules.partitions(op, "src", src, t)
+    if dst.dtype != src.dtype:
+        raise DtypeError(op, f"dst dtype {_dt.name(dst.dtype)} must equal src dtype {_dt.name(src.dtype)}")
+    if src.dtype.itemsize != t.dma_transpose_itemsize:
+        raise DtypeError(op, f"src dtype {_dt.name(src.dtype)} is {src.dtype.itemsize} bytes; the DMA "
+                             f"transpose needs a {t.dma_transpose_itemsize}-byte dtype")
+    want = _TRANSPOSE_AXES.get(src.ndim)
+    if want is None:
+        raise ShapeError(op, f"src has {src.ndim} dims; dma_transpose takes 2, 3 or 4")
+    perm = want if axes is None else tuple(int(a) for a in axes)
+    if perm != want:
+        raise ShapeError(op, f"axes {perm} is not supported for a {src.ndim}-D src; expected {want}")
+    shape = tuple(src.shape[a] for a in perm)
+    if dst.shape != shape:
+        raise ShapeError(op, f"dst shape {dst.shape} must equal the transposed src shape {shape}")
+    if mode is _dge_mode.hwdge:
+        if src.shape[0] != t.dma_transpose_hwdge_rows:
+            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[0] == {t.dma_transpose_hwdge_rows}, "
+                                 f"got {src.shape[0]} on {t.name}")
+        if src.shape[-1] % t.dma_transpose_hwdge_align:
+            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[-1] to be a multiple of "
+                                 f"{t.dma_transpose_hwdge_align}, got {src.shape[-1]} on {t.name}")
+    write(dst, np.transpose(read_raw(src), perm))
+    trace.emit(op, dst=dst, src=src, axes=perm)
+    return NkiInstruction(op, name)
+
+
+__all__ = ["dma_copy", "dma_transpose"]

@@ -11,8 +11,9 @@ from .. import dtypes as _dt
 from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..checks import uninit
 from ..memory.access import flags_view, read_f32, read_raw, write
-from .enums import NkiInstruction, matmul_perf_mode as _perf
+from .enums import NkiInstruction, as_enum, matmul_perf_mode as _perf
 from .operands import target
 
 _FP32ISH = ("float32", "tfloat32")
@@ -33,8 +34,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     ``accumulate``: False overwrites, True adds to dst, None (default) adds where the element's last
     write was a matmul and overwrites elsewhere (Decision: any non-matmul write clears the flag).
     ``is_transpose=True`` (trn2+): dst = stationary.T bit-exactly (moving must be K x K); dst dtype
-    must equal stationary's. ``perf_mode="double_row"`` (trn2+, fp8): stationary (K, 2, M), moving
-    (K, 2, N), contraction over K and the size-2 dim.
+    must equal stationary's. On trn1 it is only a profiler hint: an ordinary fp32 matmul.
+    ``perf_mode="double_row"`` (trn2+, fp8): stationary (K, 2, M), moving (K, 2, N), contraction
+    over K and the size-2 dim, no column tiling.
+    ``tile_position=(start_row, start_column)`` with ``tile_size=(rows, columns)`` (32/64/128; 32
+    needs trn2+): K <= rows, M <= columns, each start a multiple of its size inside the 128 x 128
+    PE array; the math is unchanged.
     Raises: ShapeError, MemorySpaceError, DtypeError, UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul).
     """
@@ -63,12 +68,14 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     for v in tuple(tile_size or ()):
         if v not in (32, 64, 128):
             raise ShapeError(op, f"tile_size {tuple(tile_size)} must use sizes 32, 64 or 128")
-    perf = _perf(getattr(perf_mode, "value", perf_mode) or "none")
+    perf = as_enum(_perf, perf_mode or "none", op)
+    rows, cols = _tiling(op, tile_position, tile_size, perf, t)
+    if k > rows:
+        raise ShapeError(op, f"contraction (partition) dim {k} exceeds the row tile size {rows} on {t.name}")
 
-    if is_transpose:
-        if t.nc_version < 3:
-            raise UnsupportedError(op, f"is_transpose needs trn2 or newer, not {t.name}")
+    if is_transpose and t.nc_version >= 3:
         m, n = stationary.free_size, moving.free_size
+        rules.at_most(op, "stationary free size", m, min(cols, t.gemm_stationary_fmax), t)
         if n != k:
             raise ShapeError(op, f"is_transpose: moving must be a {k} x {k} identity, got {moving.shape}")
         if dst.dtype != stationary.dtype:
@@ -92,29 +99,66 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     else:
         m, n = stationary.free_size, moving.free_size
         res = None
-    rules.at_most(op, "stationary free size", m, t.gemm_stationary_fmax, t)
+    rules.at_most(op, "stationary free size", m, min(cols, t.gemm_stationary_fmax), t)
     nmax = t.matmul_moving_fmax_bf16 if dd == "bfloat16" else t.matmul_moving_fmax_fp32
     rules.at_most(op, "moving free size", n, nmax, t)
     _check_dst(op, dst, m, n, t)
     if res is None:
         res = np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n))
     flags = flags_view(dst)
+    # Reads of dst below are the documented PSUM accumulation: no race / uninitialised-read hooks,
+    # except that accumulate=True onto never-written PSUM is undefined (strict mode reports it).
     if accumulate is None:
         if flags.all():
-            res += read_f32(dst).reshape(m, n)
+            res += read_f32(dst, hooks=False).reshape(m, n)
         elif flags.any():
-            old = read_f32(dst).reshape(m, n)
+            old = read_f32(dst, hooks=False).reshape(m, n)
             res = np.where(flags.reshape(m, n), old + res, res)
     elif accumulate:
-        res += read_f32(dst).reshape(m, n)
+        if dst.alloc.init is not None:
+            uninit.check_read(dst)
+        res += read_f32(dst, hooks=False).reshape(m, n)
     write(dst, res, matmul=True)
     flags[...] = True
     trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
     return NkiInstruction(op, name)
 
 
+def _tiling(op, tile_position, tile_size, perf, t):
+    """(row_size, column_size) of the PE-array tile in use (the full pmax x gemm_stationary_fmax
+    array when tiling is off), after checking the tiling rules."""
+    if not tile_size:
+        return t.pmax, t.gemm_stationary_fmax
+    if len(tile_size) != 2 or len(tile_position) != 2:
+        raise ShapeError(op, f"tile_position {tuple(tile_position)} and tile_size {tuple(tile_size)} "
+                             f"must be (row, column) pairs")
+    rows, cols = (int(v) for v in tile_size)
+    if 32 in (rows, cols) and t.nc_version < 3:
+        raise UnsupportedError(op, f"tile_size {(rows, cols)}: 32-wide tiles need trn2 or newer, not {t.name}")
+    for what, start, size, full in (("start_row", tile_position[0], rows, t.pmax),
+                                    ("start_column", tile_position[1], cols, t.gemm_stationary_fmax)):
+        start = int(start)
+        if start % size or start + size > full:
+            raise ShapeError(op, f"tile_position {what} {start} must be a multiple of {size} with "
+                                 f"{what} + {size} <= {full}")
+    if perf is _perf.double_row and cols < t.gemm_stationary_fmax:
+        raise ShapeError(op, "perf_mode=double_row cannot be combined with column tiling")
+    return rows, cols
+
+
 def _check_dst(op, dst, m, n, t, check_dtype=True):
     dd = _dt.name(dst.dtype)
+    if t.nc_version < 4 and dst.storage is dst.alloc.storage:
+        per_part = dst.storage.size // max(1, dst.alloc.shape[0])
+        lo = dst.offset % per_part if per_part else 0
+        hi = lo + sum((k - 1) * s for k, s in zip(dst.shape[1:], dst.strides[1:]) if s > 0)
+        bank = t.psum_bank_bytes
+        first = dst.alloc.psum_offset + lo * dst.dtype.itemsize
+        last = dst.alloc.psum_offset + (hi + 1) * dst.dtype.itemsize - 1
+        if first // bank != last // bank:
+            raise ShapeError(op, f"dst spans PSUM bytes {first}..{last} of each partition, crossing a "
+                                 f"{bank}-byte bank boundary; a matmul destination must lie within one "
+                                 f"bank on {t.name}")
     if dst.shape[0] != m or dst.free_size != n:
         raise ShapeError(op, f"dst shape {dst.shape} must have {m} partitions (stationary free size) "
                              f"and {n} elements per partition (moving free size)")

@@ -1,2 +1,96 @@
-"""(being written)"""
-__all__ = []
+"""Scans: ``tensor_tensor_scan`` (a per-partition recurrence along the free dim, VectorE).
+
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor_scan). Imports memory, checks,
+alu.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import trace
+from ..checks import rules
+from ..errors import DtypeError, NkiError
+from ..memory.access import read_f32, write
+from . import alu
+from .enums import NkiInstruction, engine as _engine
+from .operands import column_f32, pf, target
+
+F32 = np.float32
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
+                       name=None):
+    """r[0] = op1(op0(data0[0], initial), data1[0]); r[i] = op1(op0(data0[i], r[i-1]), data1[i]).
+
+    Per partition along the flattened free dims, in fp32; dst = r rounded once into dst.dtype.
+    ``reverse0`` makes data0 the rhs of op0 (``op0(r[i-1], data0[i])``); ``reverse1`` makes data1
+    the lhs of op1 (``op1(data1[i], t)``). Typical: op0=multiply, op1=add (linear recurrence).
+    Ops: binary arithmetic operators (comparisons included); Decision: ``nl.bypass`` is allowed and
+    passes its lhs through (op0=bypass with reverse0 carries r[i-1]; without, it takes data0[i]).
+    Shapes: data0, data1, dst (P, F...), P <= pmax, same elements per partition; ``initial`` a
+    scalar or (P, 1) tensor. Buffers: SBUF or PSUM; data0 and data1 not both in PSUM. Engine: Vector.
+    Speed: (add, add) and (bypass, add) run as one NumPy ``add.accumulate`` over the interleaved
+    operands (initial, d0[0], d1[0], d0[1], ...): the same fp32 additions in the same sequence, and
+    IEEE addition is commutative, so results equal the step-by-step loop bit for bit (only the
+    payload of a NaN produced from two NaN inputs may differ). Every other pair loops over the free
+    dim with one vector op per step across partitions.
+    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unary op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor_scan).
+    """
+    opn = "nisa.tensor_tensor_scan"
+    t = target(opn)
+    row0 = alu.lookup_alu(op0, opn)
+    row1 = alu.lookup_alu(op1, opn)
+    for what, row in (("op0", row0), ("op1", row1)):
+        if row.kind == "bitvec":
+            raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "
+                                  f"are supported")
+        if row.unary and row.name != "bypass":
+            raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
+    for nm, x in (("dst", dst), ("data0", data0), ("data1", data1)):
+        rules.tensor(opn, nm, x)
+        rules.on_chip(opn, nm, x)
+        rules.partitions(opn, nm, x, t)
+    rules.same_tile(opn, "data0", data0, "data1", data1)
+    rules.same_tile(opn, "data0", data0, "dst", dst)
+    rules.not_both_psum(opn, "data0", data0, "data1", data1)
+    p = data0.shape[0]
+    rules.column(opn, "initial", initial, p, t)
+    d0 = pf(read_f32(data0))
+    d1 = pf(read_f32(data1))
+    init = np.broadcast_to(column_f32(initial, 2), (p, 1)).astype(F32)
+    write(dst, _scan(row0, row1, d0, d1, init, reverse0, reverse1))
+    trace.emit(opn, dst=dst, data0=data0, data1=data1, op0=row0.name, op1=row1.name,
+               engine=_engine.vector)
+    return NkiInstruction(opn, name)
+
+
+def _scan(row0, row1, d0, d1, init, reverse0, reverse1):
+    """The (P, F) fp32 scan result; ``init`` is (P, 1)."""
+    p, f = d0.shape
+    if row1.name == "add":
+        if row0.name == "add":
+            s = np.empty((p, 2 * f + 1), F32)
+            s[:, :1] = init
+            s[:, 1::2] = d0
+            s[:, 2::2] = d1
+            return np.add.accumulate(s, axis=1, dtype=F32)[:, 2::2]
+        if row0.name == "bypass" and reverse0:
+            return np.add.accumulate(np.concatenate((init, d1), axis=1), axis=1, dtype=F32)[:, 1:]
+        if row0.name == "bypass":
+            return np.add(d1, d0) if reverse1 else np.add(d0, d1)
+    d0t = np.ascontiguousarray(d0.T)
+    d1t = np.ascontiguousarray(d1.T)
+    out = np.empty((f, p), F32)
+    r = init.reshape(p)
+    fn0, fn1 = row0.fn, row1.fn
+    with np.errstate(all="ignore"):
+        for i in range(f):
+            a = fn0(r, d0t[i]) if reverse0 else fn0(d0t[i], r)
+            r = fn1(d1t[i], a) if reverse1 else fn1(a, d1t[i])
+            out[i] = r
+            r = out[i]
+    return out.T
+
+
+__all__ = ["tensor_tensor_scan"]

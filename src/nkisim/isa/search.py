@@ -1,2 +1,165 @@
-"""(being written)"""
-__all__ = []
+"""Per-partition search on the Vector engine: ``max8``, ``nc_find_index8``, ``nc_match_replace8``
+(the building blocks of top-k).
+
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (max8, nc_find_index8, nc_match_replace8);
+duplicate-value order of nc_match_replace8 from the v2.32 API page. Imports memory, checks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import trace
+from ..checks import rules
+from ..errors import DtypeError, ShapeError
+from ..memory.access import read_f32, read_raw, write
+from ..memory.tensor import NkiTensor
+from .enums import NkiInstruction
+from .operands import pf, target
+
+F32 = np.float32
+_K = 8                                   # values per partition of every *8 op
+_INDEX_DTYPES = ("uint16", "uint32")
+
+
+def max8(dst, src, name=None):
+    """dst[p, :] = the 8 largest values of src[p, ...] (fp32 compare), in descending order.
+
+    Shapes: src (P, F...) with at most 3 dims and search_fmin..search_fmax (8..16384) elements
+    per partition; dst (P, 8). Dtypes: any; values rounded once into dst.dtype.
+    Decision: NaN ranks below every number (-inf included); equal values keep their order.
+    Buffers: SBUF or PSUM.
+    Raises: ShapeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (max8).
+    """
+    op = "nisa.max8"
+    t = target(op)
+    _operand(op, "src", src, t, max_dims=3, min_free=t.search_fmin)
+    p = src.shape[0]
+    _dst8(op, "dst", dst, p)
+    x = pf(read_f32(src))
+    order = np.argsort(-x, axis=1, kind="stable")[:, :_K]
+    write(dst, np.take_along_axis(x, order, axis=1))
+    trace.emit(op, dst=dst, src=src)
+    return NkiInstruction(op, name)
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    """dst[p, i] = index (flattened free, from 0) of the first occurrence of vals[p, i] in data[p].
+
+    Equal values compare in fp32 (-0.0 == 0.0; NaN matches nothing). Duplicate vals map to
+    successive occurrences in ascending order (the k-th copy of a value gets its k-th match). A
+    value with no (remaining) occurrence gets all ones (0xFFFF / 0xFFFFFFFF).
+    Shapes: data (P, F...) with at most 3 dims and 8..16384 (search_fmin..search_fmax) elements per
+    partition; vals (P, ...) at most 3 dims with 8 elements per partition; dst (P, 8).
+    Dtypes: dst uint32 or uint16. Buffers: SBUF or PSUM.
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_find_index8).
+    """
+    op = "nisa.nc_find_index8"
+    t = target(op)
+    _operand(op, "data", data, t, max_dims=3, min_free=t.search_fmin)
+    p = data.shape[0]
+    _vals(op, vals, p)
+    _dst8(op, "dst", dst, p)
+    rules.dtype_in(op, "dst", dst, _INDEX_DTYPES, t)
+    pos = _match(pf(read_f32(data)), pf(read_f32(vals)), reverse=False)
+    write(dst, np.where(pos < 0, np.iinfo(dst.dtype).max, pos))
+    trace.emit(op, dst=dst, data=data, vals=vals)
+    return NkiInstruction(op, name)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    """dst = data with the first occurrence of each vals[p, i] replaced by ``imm``; dst_idx[p, i]
+    (optional) = the index (flattened free) of that occurrence.
+
+    vals are processed in reverse order (i = 7..0) and each data position matches at most once,
+    so among duplicate vals the earliest matching position goes to the highest slot (data
+    [1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8], vals [3, 8, 8, 8, 8, 8, 8, 8] -> dst_idx
+    [2, 10, 9, 8, 7, 6, 5, 4]); the opposite of nc_find_index8. Values compare in fp32.
+    Decision: a value with no (remaining) occurrence leaves data as is and gets the all-ones
+    pattern of dst_idx's dtype (0xFFFFFFFF, or -1 for a signed dtype).
+    Shapes: data (P, F...) at most 5 dims and at most 16384 elements per partition; dst like data
+    (same partitions and elements per partition); vals (P, ...) at most 3 dims with 8 elements
+    per partition; dst_idx (P, ...) with 8 elements per partition.
+    Dtypes: ``imm`` an fp32 scalar; dst values rounded once into dst.dtype (unreplaced integer
+    elements exactly); dst_idx an integer dtype. Buffers: SBUF or PSUM.
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_match_replace8), v2.32 API page.
+    """
+    op = "nisa.nc_match_replace8"
+    t = target(op)
+    _operand(op, "data", data, t, max_dims=5, min_free=0)
+    p = data.shape[0]
+    _vals(op, vals, p)
+    rules.tensor(op, "dst", dst)
+    rules.on_chip(op, "dst", dst)
+    rules.same_tile(op, "data", data, "dst", dst)
+    if isinstance(imm, NkiTensor) or np.ndim(imm) != 0:
+        raise ShapeError(op, f"imm must be a scalar, got {type(imm).__name__}")
+    if dst_idx is not None:
+        rules.tensor(op, "dst_idx", dst_idx)
+        rules.on_chip(op, "dst_idx", dst_idx)
+        if dst_idx.shape[0] != p or dst_idx.free_size != _K:
+            raise ShapeError(op, f"dst_idx shape {dst_idx.shape} must have {p} partitions and {_K} "
+                                 f"elements per partition")
+        if not _dt.is_int(dst_idx.dtype):
+            raise DtypeError(op, f"dst_idx dtype {_dt.name(dst_idx.dtype)} is not an integer dtype")
+    x = pf(read_f32(data))
+    pos = _match(x, pf(read_f32(vals)), reverse=True)
+    raw = pf(read_raw(data))
+    out = raw.astype(np.float64) if _dt.is_int(raw.dtype) else x.copy()
+    rows, cols = np.nonzero(pos >= 0)
+    out[rows, pos[rows, cols]] = F32(imm)
+    write(dst, out)
+    if dst_idx is not None:
+        ones = np.iinfo(dst_idx.dtype).max if dst_idx.dtype.kind == "u" else -1
+        write(dst_idx, np.where(pos < 0, ones, pos))
+    trace.emit(op, dst=dst, data=data, vals=vals)
+    return NkiInstruction(op, name)
+
+
+def _operand(op, name, x, t, max_dims, min_free):
+    rules.tensor(op, name, x)
+    rules.on_chip(op, name, x)
+    rules.partitions(op, name, x, t)
+    if x.ndim > max_dims:
+        raise ShapeError(op, f"{name} has {x.ndim} dims, at most {max_dims}")
+    if x.free_size < min_free:
+        raise ShapeError(op, f"{name} has {x.free_size} elements per partition, needs at least "
+                             f"{min_free} on {t.name}")
+    rules.at_most(op, f"{name} elements per partition", x.free_size, t.search_fmax, t)
+
+
+def _vals(op, vals, p):
+    rules.tensor(op, "vals", vals)
+    rules.on_chip(op, "vals", vals)
+    if vals.ndim > 3:
+        raise ShapeError(op, f"vals has {vals.ndim} dims, at most 3")
+    if vals.shape[0] != p or vals.free_size != _K:
+        raise ShapeError(op, f"vals shape {vals.shape} must have {p} partitions and {_K} elements "
+                             f"per partition")
+
+
+def _dst8(op, name, dst, p):
+    rules.tensor(op, name, dst)
+    rules.on_chip(op, name, dst)
+    if dst.shape != (p, _K):
+        raise ShapeError(op, f"{name} shape {dst.shape} must be ({p}, {_K})")
+
+
+def _match(x: np.ndarray, v: np.ndarray, reverse: bool) -> np.ndarray:
+    """(P, 8) positions in ``x`` (P, F) of each ``v`` (P, 8), -1 where absent. The k-th copy of a
+    value (counted from slot 0 up, or from slot 7 down when ``reverse``) takes its k-th match."""
+    same = v[:, :, None] == v[:, None, :]
+    earlier = np.tril(same, -1) if not reverse else np.triu(same, 1)
+    rank = earlier.sum(axis=2)                       # copies of v[p, i] that claim a match first
+    pos = np.full(v.shape, -1, np.int64)
+    for i in range(v.shape[1]):
+        eq = x == v[:, i:i + 1]
+        hit = eq & (np.cumsum(eq, axis=1, dtype=np.int32) == rank[:, i:i + 1] + 1)
+        found = hit.any(axis=1)
+        pos[:, i] = np.where(found, hit.argmax(axis=1), -1)
+    return pos
+
+__all__ = ["max8", "nc_find_index8", "nc_match_replace8"]

@@ -1,18 +1,581 @@
-"""Tile-level ``nl`` functions that allocate and return new tiles (nl.load, nl.add, nl.matmul, ...).
+"""Tile-level ``nl`` functions that allocate and return new tiles: load/store, element-wise math,
+matmul/transpose, free-axis reductions, softmax, rms_norm, where, broadcast_to, expand_dims.
 
-(being written) ``call(name, ...)`` dispatches an operator token's tile function.
+Each lowers to ``nisa`` ops (so the hardware rules apply) on fp32 intermediates and rounds once into
+the result dtype; functions no ``nisa`` op computes exactly (ceil, floor, trunc, where,
+broadcast_to, gather_flattened) are computed directly with the same checks. Operator tokens
+(``nl.add``, ``nl.max``, ...) reach their tile function through ``call(name, ...)``; NkiTensor's
+Python operators through ``operator``/``inplace``. Imports memory, checks, isa, state; never torch.
+Source: aws-neuron-sdk nki/api/nki/language/__init__.py (the tile-level functions).
 """
 from __future__ import annotations
 
-from ..errors import UnsupportedError
+import builtins
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import state, trace
+from ..checks import rules
+from ..errors import BoundsError, ShapeError, UnsupportedError
+from ..isa import alu as _alu
+from ..isa.activation import activation as _activation
+from ..isa.copy import tensor_copy as _tensor_copy
+from ..isa.dma import dma_copy as _dma_copy
+from ..isa.elementwise import tensor_scalar as _tensor_scalar, tensor_tensor as _tensor_tensor
+from ..isa.matmul import nc_matmul as _nc_matmul
+from ..isa.reduce import tensor_reduce as _tensor_reduce
+from ..isa.transpose import nc_transpose as _nc_transpose
+from ..isa.enums import engine as _engine
+from ..memory import access
+from ..memory.buffers import HBM, psum, sbuf
+from ..memory.tensor import NkiTensor
+
+F32 = np.float32
+_f32 = _dt.float32
+
+
+# ---- shared helpers ----------------------------------------------------------------------------
+
+def _target(op):
+    return state.core(op).target
+
+
+def _tile(op, name, x, target=None):
+    """``x`` must be an on-chip tensor with at most pmax partitions."""
+    rules.tensor(op, name, x)
+    rules.on_chip(op, name, x)
+    rules.partitions(op, name, x, target or _target(op))
+    return x
+
+
+def _new(shape, dtype, op, buffer=sbuf):
+    return access.allocate(tuple(shape), dtype, buffer, "", op=op)
+
+
+def _is_tile(v) -> bool:
+    return isinstance(v, NkiTensor)
+
+
+def _check_scalar(op, name, v):
+    if isinstance(v, (bool, int, float, np.number, np.bool_)) or (isinstance(v, np.ndarray) and v.ndim == 0):
+        return v
+    raise ShapeError(op, f"{name} must be a tile or a scalar, got {type(v).__name__}")
+
+
+def promote(a, b) -> np.dtype:
+    """Result dtype of an op on tiles of dtypes ``a`` and ``b``: the same dtype, the float of a
+    (float, int) pair, the wider float (fp16+bf16 -> fp32, fp8 e4m3+e5m2 -> bf16), the wider int
+    (int8+uint8 -> int16, int8/16+uint16 -> int32, int32+uint32 -> fp32); bool yields to the other.
+
+    Source: NKI type promotion (shared/spec/nki-api.md section 4.16).
+    """
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    if a == _dt.bool_ or b == _dt.bool_:
+        return b if a == _dt.bool_ else a
+    fa, fb = _dt.is_float(a), _dt.is_float(b)
+    if fa != fb:
+        return a if fa else b
+    if fa:
+        if a.itemsize != b.itemsize:
+            return a if a.itemsize > b.itemsize else b
+        return _dt.bfloat16 if a.itemsize == 1 else _f32
+    if a.kind == b.kind:
+        return a if a.itemsize > b.itemsize else b
+    s, u = (a, b) if a.kind == "i" else (b, a)
+    if s.itemsize > u.itemsize:
+        return s
+    return _dt.float32 if u.itemsize == 4 else np.dtype(f"i{2 * u.itemsize}")
+
+
+def _broadcast_shape(op, x, y):
+    """Same rank; partition dims equal; free dims equal or 1 (numpy rule without prepending)."""
+    xs, ys = x.shape, y.shape
+    if xs == ys:
+        return xs
+    ok = len(xs) == len(ys) and xs[0] == ys[0] and builtins.all(
+        a == b or a == 1 or b == 1 for a, b in zip(xs[1:], ys[1:]))
+    if not ok:
+        raise ShapeError(op, f"x shape {xs} and y shape {ys} are not broadcastable (same rank, equal "
+                             f"partition dims, free dims equal or 1)")
+    return (xs[0],) + tuple(builtins.max(a, b) for a, b in zip(xs[1:], ys[1:]))
+
+
+def _expand(t, shape):
+    """A stride-0 view of ``t`` broadcast along its size-1 free dims to ``shape``."""
+    for d, (n, m) in enumerate(zip(t.shape, shape)):
+        if n != m:
+            t = t.broadcast(d, m)
+    return t
+
+
+# ---- element-wise ------------------------------------------------------------------------------
+
+def _binary(name, x, y, dtype=None):
+    """``op(x, y)``: tile-tile -> nisa.tensor_tensor (a (P, 1) operand -> tensor_scalar; other free-dim
+    broadcasts use stride-0 views); tile-scalar -> nisa.tensor_scalar (``reverse0`` when x is the scalar).
+    Decision: a scalar never promotes the result dtype (default: the tile's dtype)."""
+    op = f"nl.{name}"
+    t = _target(op)
+    if _is_tile(x) and _is_tile(y):
+        _tile(op, "x", x, t)
+        _tile(op, "y", y, t)
+        shape = _broadcast_shape(op, x, y)
+        dst = _new(shape, dtype or promote(x.dtype, y.dtype), op)
+        if x.shape == y.shape:
+            _tensor_tensor(dst=dst, data1=x, data2=y, op=name)
+        elif y.free_size == 1 and x.shape == shape:
+            _tensor_scalar(dst=dst, data=x, op0=name, operand0=y)
+        elif x.free_size == 1 and y.shape == shape:
+            _tensor_scalar(dst=dst, data=y, op0=name, operand0=x, reverse0=True)
+        else:
+            _tensor_tensor(dst=dst, data1=_expand(x, shape), data2=_expand(y, shape), op=name)
+        return dst
+    if not _is_tile(x) and not _is_tile(y):
+        raise ShapeError(op, "x and y are both scalars; at least one must be a tile")
+    tile, scalar, reverse = (x, y, False) if _is_tile(x) else (y, x, True)
+    _tile(op, "y" if reverse else "x", tile, t)
+    _check_scalar(op, "x" if reverse else "y", scalar)
+    dst = _new(tile.shape, dtype or tile.dtype, op)
+    _tensor_scalar(dst=dst, data=tile, op0=name, operand0=scalar, reverse0=reverse)
+    return dst
+
+
+def _unary_alu(name, x, dtype=None, engine=_engine.unknown):
+    """A unary ALU operator on the Vector engine (nisa.tensor_scalar)."""
+    op = f"nl.{name}"
+    _tile(op, "x", x)
+    dst = _new(x.shape, dtype or x.dtype, op)
+    _tensor_scalar(dst=dst, data=x, op0=name, operand0=None, engine=engine)
+    return dst
+
+
+def _unary_act(name, x, dtype=None, buffer=sbuf):
+    """An activation function on the Scalar engine (nisa.activation), fp32 inside."""
+    op = f"nl.{name}"
+    _tile(op, "x", x)
+    dst = _new(x.shape, dtype or x.dtype, op, buffer)
+    _activation(dst=dst, op=name, data=x)
+    return dst
+
+
+def _unary_direct(name, fn, x, dtype=None):
+    """No nisa op computes ``fn`` exactly: compute it on the fp32 values, round once into dtype."""
+    op = f"nl.{name}"
+    _tile(op, "x", x)
+    dst = _new(x.shape, dtype or x.dtype, op)
+    access.write(dst, fn(access.read_f32(x)))
+    trace.emit(op, dst=dst, data=x)
+    return dst
+
+
+def copy(x, dtype=None):
+    """A new tile holding ``x`` on the same buffer as ``x`` (SBUF or PSUM): activation(op=copy).
+
+    Dtypes: through fp32 on the Scalar engine, so int32 values beyond 2**24 round (as documented).
+    Raises: ShapeError, MemorySpaceError (x in HBM).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (copy).
+    """
+    _tile("nl.copy", "x", x)
+    return _unary_act("copy", x, dtype, x.buffer)
+
+
+_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "abs_max", "abs_min",
+           "fmod", "mod", "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+           "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "left_shift", "right_shift")
+_UNARY_ALU = ("abs", "square", "relu", "reciprocal", "negative", "logical_not", "invert")
+_UNARY_ACT = ("exp", "log", "sqrt", "sin", "cos", "tan", "arctan", "sign", "tanh", "sigmoid", "silu",
+              "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
+              "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx")
+_UNARY_DIRECT = {"ceil": np.ceil, "floor": np.floor, "trunc": np.trunc}
+
+
+def _make_binary(name):
+    def fn(x, y, dtype=None):
+        return _binary(name, x, y, dtype)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{name}(x, y)`` element-wise on tiles or scalars (at least one a tile); a new SBUF "
+                  f"tile of ``dtype`` (default: the tiles' promoted dtype).")
+    return fn
+
+
+def _make_unary(name, impl):
+    def fn(x, dtype=None):
+        return impl(name, x, dtype)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``{name}(x)`` element-wise; a new SBUF tile of ``dtype`` (default: x's dtype)."
+    return fn
+
+
+def _rsqrt(x, dtype=None):
+    """1 / sqrt(x): GpSimd since NKI 0.5.0, so ``x`` must not be in PSUM."""
+    return _unary_alu("rsqrt", x, dtype, _engine.gpsimd)
+
+
+# ---- data movement -----------------------------------------------------------------------------
+
+def load(src, dtype=None):
+    """A new SBUF tile holding ``src`` (HBM), via nisa.dma_copy; cast via fp32 when ``dtype`` differs.
+
+    Shapes: the tile has src's shape; dim 0 becomes the partition dim (<= pmax).
+    Raises: MemorySpaceError (src not in HBM), ShapeError, DtypeError, CapacityError.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (load).
+    """
+    op = "nl.load"
+    rules.tensor(op, "src", src)
+    rules.on_chip(op, "src", src, HBM)
+    dst = _new(src.shape, dtype or src.dtype, op)
+    _dma_copy(dst=dst, src=src)
+    return dst
+
+
+def store(dst, value):
+    """dst (HBM) = value, via nisa.dma_copy; returns None.
+
+    Shapes: equal element counts. Decision: a PSUM ``value`` is accepted and first copied to a
+    temporary SBUF tile with nisa.tensor_copy (Beta 1 behaviour; the 0.6 docs name only SBUF); an
+    HBM ``value`` or a scalar raises.
+    Raises: MemorySpaceError, ShapeError.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (store).
+    """
+    op = "nl.store"
+    rules.tensor(op, "dst", dst)
+    rules.on_chip(op, "dst", dst, HBM)
+    _tile(op, "value", value)
+    if value.buffer is psum:
+        tmp = _new(value.shape, value.dtype, op)
+        _tensor_copy(dst=tmp, src=value)
+        value = tmp
+    _dma_copy(dst=dst, src=value)
+
+
+def load_transpose2d(src, dtype=None):
+    """A new SBUF tile ``src.T`` from a 2-D HBM tensor (A, B) -> (B, A), B <= pmax: one nisa.dma_copy
+    reading src through a transposed (strided) access pattern.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (load_transpose2d).
+    """
+    op = "nl.load_transpose2d"
+    rules.tensor(op, "src", src)
+    rules.on_chip(op, "src", src, HBM)
+    if src.ndim != 2:
+        raise ShapeError(op, f"src must be 2-D, got shape {src.shape}")
+    dst = _new(src.shape[::-1], dtype or src.dtype, op)
+    _dma_copy(dst=dst, src=src.permute((1, 0)))
+    return dst
+
+
+# ---- tensor engine -----------------------------------------------------------------------------
+
+def transpose(x, dtype=None):
+    """A new PSUM tile ``x.T`` of a 2-D tile (P, F) -> (F, P), via nisa.nc_transpose (bit exact, in
+    x's dtype); a different ``dtype`` adds a nisa.tensor_copy into a PSUM tile of that dtype.
+    Limits: those of nc_transpose (TensorE: SBUF input, <= 128 x 128).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (transpose).
+    """
+    op = "nl.transpose"
+    _tile(op, "x", x)
+    if x.ndim != 2:
+        raise ShapeError(op, f"x must be a 2-D tile, got shape {x.shape}")
+    out = _new(x.shape[::-1], x.dtype, op, psum)
+    _nc_transpose(dst=out, data=x)
+    if dtype is not None and np.dtype(dtype) != x.dtype:
+        cast = _new(out.shape, dtype, op, psum)
+        _tensor_copy(dst=cast, src=out)
+        out = cast
+    return out
+
+
+def matmul(x, y, transpose_x=False):
+    """A new fp32 PSUM tile ``x @ y`` (``x.T @ y`` with ``transpose_x=True``) on the Tensor Engine.
+
+    TensorE contracts over the partition dim: ``nc_matmul(stationary, moving) = stationary.T @ moving``.
+    With ``transpose_x=True`` x (K, M) is the stationary operand directly. Otherwise x (M, K) is first
+    transposed (nisa.nc_transpose into PSUM, then nisa.tensor_copy back to SBUF in x's dtype), as
+    the docs describe ("an additional transpose will be inserted").
+    Shapes: K <= 128 partitions; M <= 128; y (K, N), N <= 512 (trn3: more). x, y in SBUF.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (matmul).
+    """
+    op = "nl.matmul"
+    t = _target(op)
+    _tile(op, "x", x, t)
+    _tile(op, "y", y, t)
+    stationary = x
+    if not transpose_x:
+        xt = _new((x.free_size, x.shape[0]), x.dtype, op, psum)
+        _nc_transpose(dst=xt, data=x.reshape((x.shape[0], x.free_size)))
+        stationary = _new(xt.shape, x.dtype, op)
+        _tensor_copy(dst=stationary, src=xt)
+    dst = _new((stationary.free_size, y.free_size), _f32, op, psum)
+    _nc_matmul(dst=dst, stationary=stationary, moving=y)
+    return dst
+
+
+# ---- reductions over free axes -----------------------------------------------------------------
+
+def _axes(op, x, axis):
+    """The reduced axes: the trailing free dims ``[k, ..., ndim-1]`` with k >= 1."""
+    raw = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    n = x.ndim
+    try:
+        axes = tuple(sorted(int(a) + n if int(a) < 0 else int(a) for a in raw))
+    except (TypeError, ValueError):
+        raise ShapeError(op, f"axis must be an int or a list of ints, got {axis!r}") from None
+    if not axes or axes != tuple(range(axes[0], n)) or axes[0] < 1:
+        options = ", ".join(str(list(range(k, n))) for k in range(1, n))
+        raise ShapeError(op, f"axis {axis!r} must be trailing free dims of a {n}-D tile ({options or 'none'}); "
+                             f"the partition dim 0 cannot be reduced")
+    return axes
+
+
+def _reduce_to(op, alu_op, x, axes, dtype, keepdims):
+    k = axes[0]
+    shape = x.shape[:k] + ((1,) * len(axes) if keepdims else ())
+    dst = _new(shape, dtype, op)
+    _tensor_reduce(dst=dst, op=alu_op, data=x, axis=axes, keepdims=keepdims)
+    return dst
+
+
+def _make_reduce(name, alu_op):
+    def fn(x, axis, dtype=None, keepdims=False):
+        op = f"nl.{name}"
+        _tile(op, "x", x)
+        return _reduce_to(op, alu_op, x, _axes(op, x, axis), dtype or x.dtype, keepdims)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{name}`` of x over the trailing free ``axis`` via nisa.tensor_reduce({alu_op}); a new "
+                  f"SBUF tile of ``dtype`` (default x's); ``keepdims`` keeps size-1 dims.")
+    return fn
+
+
+def mean(x, axis, dtype=None, keepdims=False):
+    """sum(x, axis) / n in fp32 (nisa.tensor_reduce add, then nisa.tensor_scalar divide), rounded
+    once into ``dtype`` (default x's). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (mean)."""
+    op = "nl.mean"
+    _tile(op, "x", x)
+    axes = _axes(op, x, axis)
+    s = _reduce_to(op, "add", x, axes, _f32, keepdims)
+    dst = _new(s.shape, dtype or x.dtype, op)
+    _tensor_scalar(dst=dst, data=s, op0="divide", operand0=float(math.prod(x.shape[a] for a in axes)))
+    return dst
+
+
+def var(x, axis, dtype=None, keepdims=False):
+    """Population variance mean((x - mean(x))**2) over the trailing free ``axis``, fp32 inside.
+    ``keepdims`` is ignored: the result always keeps size-1 dims (as documented).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (var)."""
+    op = "nl.var"
+    _tile(op, "x", x)
+    axes = _axes(op, x, axis)
+    m = mean(x, axes, _f32, keepdims=True)
+    d = _binary("subtract", x, m, _f32)
+    sq = _binary("multiply", d, d, _f32)
+    return mean(sq, axes, dtype or x.dtype, keepdims=True)
+
+
+def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
+    """1 where every element over the trailing free ``axis`` is nonzero, else 0: (x != 0) via
+    nisa.tensor_scalar, then a minimum nisa.tensor_reduce. Result dtype: ``dtype`` or x's."""
+    op = "nl.all"
+    _tile(op, "x", x)
+    axes = _axes(op, x, axis)
+    nz = _new(x.shape, _f32, op)
+    _tensor_scalar(dst=nz, data=x, op0="not_equal", operand0=0.0)
+    return _reduce_to(op, "minimum", nz, axes, dtype or x.dtype, False)
+
+
+def softmax(x, axis=-1, dtype=None):
+    """exp(x - max) / sum(exp(x - max)) over the trailing free ``axis``; fp32 intermediates (max and
+    sum via nisa.tensor_reduce, exp via nisa.activation), rounded once into ``dtype`` (default x's).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (softmax)."""
+    op = "nl.softmax"
+    _tile(op, "x", x)
+    axes = _axes(op, x, axis)
+    m = _reduce_to(op, "maximum", x, axes, _f32, True)
+    e = _unary_act("exp", _binary("subtract", x, m, _f32), _f32)
+    s = _reduce_to(op, "add", e, axes, _f32, True)
+    return _binary("divide", e, s, dtype or x.dtype)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
+    """x / sqrt(sum(x**2, axis) / n + epsilon) * w.
+
+    ``w`` has x's shape or broadcasts to it along free dims. Intermediates in ``compute_dtype``
+    (default float32); the result rounds once into ``dtype`` (default x's). Lowered to
+    tensor_tensor (square), tensor_reduce (sum), tensor_scalar (/ n + epsilon), activation (sqrt),
+    tensor_tensor (divide, multiply). Decision (docs silent): mean = sum / n exactly as given.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (rms_norm).
+    """
+    op = "nl.rms_norm"
+    _tile(op, "x", x)
+    _tile(op, "w", w)
+    cdt = compute_dtype or _f32
+    axes = _axes(op, x, axis)
+    sq = _binary("multiply", x, x, cdt)
+    s = _reduce_to(op, "add", sq, axes, cdt, True)
+    ms = _new(s.shape, cdt, op)
+    _tensor_scalar(dst=ms, data=s, op0="divide", operand0=float(n), op1="add", operand1=float(epsilon))
+    rms = _unary_act("sqrt", ms, cdt)
+    return _binary("multiply", _binary("divide", x, rms, cdt), w, dtype or x.dtype)
+
+
+# ---- selection and shape -----------------------------------------------------------------------
+
+def where(condition, x, y, dtype=None):
+    """x where condition != 0, else y (condition holds 1.0/0.0), computed directly (no single nisa op).
+
+    Shapes: condition a tile; x, y tiles or scalars; all broadcast (same rank, equal partitions,
+    free dims equal or 1). Dtype: ``dtype``, else x's, else y's, else condition's; same-dtype values
+    are copied bit-exactly. Raises: ShapeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (where).
+    """
+    op = "nl.where"
+    t = _target(op)
+    _tile(op, "condition", condition, t)
+    shape = condition.shape
+    for name, v in (("x", x), ("y", y)):
+        if _is_tile(v):
+            _tile(op, name, v, t)
+            shape = _broadcast_shape(op, _Shape(shape), v)
+        else:
+            _check_scalar(op, name, v)
+    out_dt = np.dtype(dtype or (x.dtype if _is_tile(x) else y.dtype if _is_tile(y) else condition.dtype))
+    dst = _new(shape, out_dt, op)
+    same = builtins.all(not _is_tile(v) or v.dtype == out_dt for v in (x, y))
+
+    def values(v):
+        if _is_tile(v):
+            return access.read_raw(v) if same else access.read_f32(v)
+        return np.asarray(v, dtype=out_dt if same and _dt.is_int(out_dt) else F32)
+    access.write(dst, np.where(access.read_f32(condition) != 0, values(x), values(y)))
+    trace.emit(op, dst=dst, data=condition)
+    return dst
+
+
+class _Shape:
+    """A shape-only stand-in for ``_broadcast_shape``."""
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def broadcast_to(x, shape, dtype=None):
+    """A new SBUF tile of ``shape`` repeating ``x`` along its size-1 dims (numpy broadcasting, same
+    rank). Decision: the partition dim may also broadcast from 1 (the copy is computed directly, as a
+    DMA or matmul would do on hardware). Same shape and dtype returns ``x`` itself (as documented).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (broadcast_to).
+    """
+    op = "nl.broadcast_to"
+    t = _target(op)
+    _tile(op, "x", x, t)
+    shape = tuple(int(s) for s in shape)
+    out_dt = np.dtype(dtype or x.dtype)
+    if shape == x.shape and out_dt == x.dtype:
+        return x
+    if len(shape) != x.ndim or builtins.any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise ShapeError(op, f"cannot broadcast x shape {x.shape} to {shape} (same rank, dims equal or 1)")
+    rules.at_most(op, "partition dim", shape[0], t.pmax, t)
+    dst = _new(shape, out_dt, op)
+    src = access.read_raw(x) if out_dt == x.dtype else access.read_f32(x)
+    access.write(dst, np.broadcast_to(src, shape))
+    trace.emit(op, dst=dst, data=x)
+    return dst
+
+
+def expand_dims(x, axis):
+    """A view of ``x`` with a size-1 dim inserted at ``axis`` (no copy; on-chip: not at dim 0)."""
+    return x.expand_dim(axis)
+
+
+def gather_flattened(data, indices, axis=0, dtype=None):
+    """out[p, j...] = data[p].flat[indices[p, j...]]: per-partition gather on the flattened free dims.
+
+    Shapes: data and indices on chip with equal partitions; indices an integer tile; the result has
+    indices' shape. Decision: only ``axis=0`` (the documented default) is accepted; an index outside
+    0..data.free_size-1 raises BoundsError.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (gather_flattened).
+    """
+    op = "nl.gather_flattened"
+    t = _target(op)
+    _tile(op, "data", data, t)
+    _tile(op, "indices", indices, t)
+    if axis != 0:
+        raise UnsupportedError(op, f"axis {axis} is not supported; only axis=0")
+    rules.int_dtype(op, "indices", indices, "gather_flattened")
+    if indices.shape[0] != data.shape[0]:
+        raise ShapeError(op, f"indices partition dim {indices.shape[0]} does not match data partition "
+                             f"dim {data.shape[0]}")
+    idx = access.read_raw(indices).reshape(indices.shape[0], -1).astype(np.int64)
+    f = data.free_size
+    bad = (idx < 0) | (idx >= f)
+    if bad.any():
+        raise BoundsError(op, f"index {int(idx[bad][0])} is outside 0:{f} (data elements per partition)")
+    out_dt = np.dtype(dtype or data.dtype)
+    src = access.read_raw(data) if out_dt == data.dtype else access.read_f32(data)
+    dst = _new(indices.shape, out_dt, op)
+    access.write(dst, np.take_along_axis(src.reshape(data.shape[0], f), idx, axis=1))
+    trace.emit(op, dst=dst, data=data, indices=indices)
+    return dst
+
+
+# ---- dispatch: operator tokens and Python operators --------------------------------------------
+
+_FUNCS: dict = {name: _make_binary(name) for name in _BINARY}
+_FUNCS.update({name: _make_unary(name, _unary_alu) for name in _UNARY_ALU})
+_FUNCS.update({name: _make_unary(name, _unary_act) for name in _UNARY_ACT})
+_FUNCS.update({name: _make_unary(name, lambda n, x, dtype=None, f=f: _unary_direct(n, f, x, dtype))
+               for name, f in _UNARY_DIRECT.items()})
+_FUNCS.update({"rsqrt": _rsqrt, "copy": copy, "mean": mean, "var": var, "all": all,
+               "sum": _make_reduce("sum", "add"), "max": _make_reduce("max", "maximum"),
+               "min": _make_reduce("min", "minimum"), "prod": _make_reduce("prod", "multiply")})
 
 
 def call(name, *args, **kwargs):
-    fn = globals().get(f"tile_{name}") or _FUNCS.get(name)
+    """Run the tile function of operator token ``nl.<name>`` (``nl.max`` etc. are reductions)."""
+    fn = _FUNCS.get(name)
     if fn is None:
-        raise UnsupportedError(f"nl.{name}", "this tile-level function is not implemented yet")
+        raise UnsupportedError(f"nl.{name}", "is an operator token only (pass it as op=...), not a "
+                                             "tile function")
     return fn(*args, **kwargs)
 
 
-_FUNCS: dict = {}
-__all__: list = []
+def operator(name, *operands):
+    """A Python operator on NkiTensor (``a + b``, ``-a``, ``a == 2``); NotImplemented outside a kernel
+    or for operands that are neither tiles nor scalars (so ``t == None`` is plain identity)."""
+    if state.maybe_core() is None:
+        return NotImplemented
+    for v in operands:
+        if not _is_tile(v) and not isinstance(v, (bool, int, float, np.number, np.bool_)):
+            return NotImplemented
+    return _FUNCS[name](*operands)
+
+
+def inplace(name, x, y):
+    """``x op= y``: the result is written back into ``x`` itself (SBUF or PSUM), rounded once.
+
+    Decision: computed directly (fp32) rather than through tensor_tensor, so ``psum_tile +=
+    nl.matmul(...)`` (the documented accumulation idiom, both operands in PSUM) works. ``y``
+    broadcasts to x's shape (same rank, free dims from 1) or is a scalar.
+    """
+    op = f"nl.{name} (in place)"
+    if state.maybe_core() is None:
+        return NotImplemented
+    t = _target(op)
+    _tile(op, "x", x, t)
+    if _is_tile(y):
+        _tile(op, "y", y, t)
+        if _broadcast_shape(op, x, y) != x.shape:
+            raise ShapeError(op, f"y shape {y.shape} does not broadcast to x shape {x.shape}")
+        other = access.read_f32(y)
+    elif isinstance(y, (bool, int, float, np.number)):
+        other = F32(y)
+    else:
+        return NotImplemented
+    access.write(x, _alu.lookup_alu(name, op)(access.read_f32(x), other))
+    trace.emit(op, dst=x, data=x)
+    return x
+
+
+__all__ = ["load", "store", "load_transpose2d", "matmul", "transpose", "softmax", "rms_norm", "where",
+           "broadcast_to", "expand_dims", "gather_flattened"]

@@ -13,7 +13,9 @@ from .. import dtypes as _dt
 from .. import state
 from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                       kernel_location)
+from ..checks import races, uninit
 from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
+from .capacity import CoreMemory
 from .tensor import Allocation, NkiTensor, contiguous_view
 
 F32 = np.dtype(np.float32)
@@ -70,18 +72,35 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
                     raise ShapeError(op, f"shared_hbm allocation #{k} differs between cores: "
                                          f"{alloc.shape} {_dt.name(alloc.dtype)} vs {shape} {_dt.name(dt)}")
                 return contiguous_view(alloc)
-            alloc = _new_alloc(shape, dt, buf, name, None, launch.settings.precise_fp, fill)
+            alloc = _new_alloc(shape, dt, buf, name, None, launch.settings, fill, core)
             launch.shared_allocs.append(alloc)
             return contiguous_view(alloc)
     core_id = None if buf is shared_hbm else core.core_id
-    return contiguous_view(_new_alloc(shape, dt, buf, name, core_id, launch.settings.precise_fp, fill))
+    alloc = _new_alloc(shape, dt, buf, name, core_id, launch.settings, fill, core)
+    if buf in ON_CHIP:
+        mem = core.memory
+        if mem is None:
+            mem = core.memory = CoreMemory(target)
+        nbytes = math.prod(shape[1:]) * dt.itemsize
+        if buf is psum:
+            alloc.psum_offset = mem.reserve_psum(alloc, nbytes, op)
+        else:
+            mem.reserve_sbuf(alloc, nbytes, op)
+    return contiguous_view(alloc)
 
 
-def _new_alloc(shape, dt, buf, name, core_id, precise, fill):
-    sdt = _dt.storage_dtype(dt, precise)
+def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core):
+    sdt = _dt.storage_dtype(dt, settings.precise_fp)
     n = math.prod(shape)
     storage = np.full(n, _dt.sentinel(dt), sdt) if fill else np.empty(n, sdt)
-    return Allocation(storage, buf, shape, dt, name, core_id, kernel_location(3))
+    alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location())
+    core.serial += 1
+    alloc.serial = core.serial
+    if settings.uninitialized_reads == "raise":
+        alloc.init = np.zeros(n, np.bool_)
+    if settings.detect_races:
+        alloc.watch = races.watch_access
+    return alloc
 
 
 def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> NkiTensor:
@@ -144,14 +163,29 @@ def to_numpy(t: NkiTensor, own: bool = False) -> np.ndarray:
     return np.array(a, dtype=out_dt, copy=True)
 
 
-def read_raw(t: NkiTensor) -> np.ndarray:
-    """The view's elements as stored (no conversion; shares memory — do not write into it)."""
+def _on_read(t: NkiTensor) -> None:
+    alloc = t.alloc
+    if alloc.init is not None:
+        uninit.check_read(t)
+    if alloc.watch is not None:
+        alloc.watch(t, "r", False)
+
+
+def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
+    """The view's elements as stored (no conversion; shares memory — do not write into it).
+
+    ``hooks=False`` skips the strict-uninitialised and race checks (for reads that are part of a
+    documented accumulation, e.g. nc_matmul into PSUM)."""
+    if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
+        _on_read(t)
     return t.np()
 
 
-def read_f32(t) -> np.ndarray:
+def read_f32(t, hooks: bool = True) -> np.ndarray:
     """The operand as float32, as the engines read it (shares memory when stored as float32)."""
     if isinstance(t, NkiTensor):
+        if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
+            _on_read(t)
         a = t.np()
         return a if a.dtype == F32 else a.astype(F32)
     return np.asarray(t, dtype=F32)
@@ -164,6 +198,8 @@ def write(t: NkiTensor, values, matmul: bool = False) -> None:
     broadcastable to ``t.shape``). Non-matmul writes clear the PSUM matmul flags of the region.
     """
     alloc = t.alloc
+    if alloc.watch is not None:
+        alloc.watch(t, "w", matmul)
     precise = alloc.storage.dtype != F32 or t.dtype == F32
     arr = _dt.round_into(values, t.dtype, precise)
     dst = t.np()
@@ -174,6 +210,8 @@ def write(t: NkiTensor, values, matmul: bool = False) -> None:
     dst[...] = arr
     if alloc.mm_flags is not None and not matmul:
         flags_view(t)[...] = False
+    if alloc.init is not None:
+        uninit.mark_written(t)
 
 
 def flags_view(t: NkiTensor) -> np.ndarray:

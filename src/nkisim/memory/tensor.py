@@ -25,7 +25,7 @@ class Allocation:
     ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
-                 "where", "snapshot", "__weakref__")
+                 "where", "snapshot", "psum_offset", "init", "watch", "serial", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where=""):
         self.storage = storage
@@ -38,6 +38,10 @@ class Allocation:
         self.mm_flags = np.zeros(storage.shape, np.bool_) if buffer is psum else None
         self.where = where
         self.snapshot = None   # a caller's array used in place: its values before the first write
+        self.psum_offset = 0   # PSUM: byte offset within each partition (memory.capacity)
+        self.init = None       # strict uninitialised reads: bool mask of written elements
+        self.watch = None      # race detection: callable(view, kind, matmul) seeing every access
+        self.serial = 0        # the core's allocation count when this was made (0: an argument)
 
 
 def _contiguous_strides(shape):
@@ -118,6 +122,47 @@ class NkiTensor:
     def __bool__(self):
         raise TypeError("an NkiTensor has no truth value on the device; compare its contents with "
                         "nisa ops, or load a value into a register")
+
+    # ---- Python operators: the nl tile functions (language.tile, imported lazily) ------------
+    # a + b, a * 2, -a, a < b, ... return new SBUF tiles; a += b writes into a. ``==`` is
+    # element-wise (nl.equal), so hashing stays by identity. Outside a kernel they return
+    # NotImplemented (plain identity for ==). NumPy scalars defer to the reflected operators.
+    __hash__ = object.__hash__
+    __array_ufunc__ = None
+
+    def __add__(self, other): return _tile_op("add", self, other)
+    def __radd__(self, other): return _tile_op("add", other, self)
+    def __sub__(self, other): return _tile_op("subtract", self, other)
+    def __rsub__(self, other): return _tile_op("subtract", other, self)
+    def __mul__(self, other): return _tile_op("multiply", self, other)
+    def __rmul__(self, other): return _tile_op("multiply", other, self)
+    def __truediv__(self, other): return _tile_op("divide", self, other)
+    def __rtruediv__(self, other): return _tile_op("divide", other, self)
+    def __mod__(self, other): return _tile_op("mod", self, other)
+    def __rmod__(self, other): return _tile_op("mod", other, self)
+    def __pow__(self, other): return _tile_op("power", self, other)
+    def __rpow__(self, other): return _tile_op("power", other, self)
+    def __and__(self, other): return _tile_op("bitwise_and", self, other)
+    def __rand__(self, other): return _tile_op("bitwise_and", other, self)
+    def __or__(self, other): return _tile_op("bitwise_or", self, other)
+    def __ror__(self, other): return _tile_op("bitwise_or", other, self)
+    def __xor__(self, other): return _tile_op("bitwise_xor", self, other)
+    def __rxor__(self, other): return _tile_op("bitwise_xor", other, self)
+    def __lshift__(self, other): return _tile_op("left_shift", self, other)
+    def __rshift__(self, other): return _tile_op("right_shift", self, other)
+    def __eq__(self, other): return _tile_op("equal", self, other)
+    def __ne__(self, other): return _tile_op("not_equal", self, other)
+    def __lt__(self, other): return _tile_op("less", self, other)
+    def __le__(self, other): return _tile_op("less_equal", self, other)
+    def __gt__(self, other): return _tile_op("greater", self, other)
+    def __ge__(self, other): return _tile_op("greater_equal", self, other)
+    def __neg__(self): return _tile_op("negative", self)
+    def __abs__(self): return _tile_op("abs", self)
+    def __invert__(self): return _tile_op("invert", self)
+    def __iadd__(self, other): return _tile_op("add", self, other, inplace=True)
+    def __isub__(self, other): return _tile_op("subtract", self, other, inplace=True)
+    def __imul__(self, other): return _tile_op("multiply", self, other, inplace=True)
+    def __itruediv__(self, other): return _tile_op("divide", self, other, inplace=True)
 
     # ---- NumPy access (used by the op layer only) -------------------------------------------
     def np(self) -> np.ndarray:
@@ -424,6 +469,13 @@ class NkiTensor:
 
     def indirect(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
+
+
+def _tile_op(name, x, *y, inplace=False):
+    """Hook for NkiTensor's operators: ``language.tile`` is imported here, lazily, so this module
+    never imports the language layer at import time."""
+    from ..language import tile
+    return tile.inplace(name, x, *y) if inplace else tile.operator(name, x, *y)
 
 
 def _fill_minus_one(shape, total, op):

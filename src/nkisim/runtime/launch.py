@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import arch, state
+from ..checks import races
 from ..config import Settings
 from ..errors import DeadlockError, NkiError, UnsupportedError
 from ..memory import access
@@ -79,6 +80,8 @@ def _bind(value, launch, path, bound, buffer):
             if arr is value:
                 return t
         t = access.wrap_array(value, buffer, path, launch.settings.precise_fp, launch.target)
+        if launch.settings.detect_races:
+            t.alloc.watch = races.watch_access
         bound.append((value, t, None))
         return t
     mod = type(value).__module__.split(".")[0]
@@ -87,6 +90,8 @@ def _bind(value, launch, path, bound, buffer):
         conv = importlib.import_module(ADAPTERS[mod])
         arr = conv.to_numpy(value)
         t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
+        if launch.settings.detect_races:
+            t.alloc.watch = races.watch_access
         bound.append((arr, t, (conv, value)))
         return t
     if isinstance(value, tuple) and not hasattr(value, "_fields"):

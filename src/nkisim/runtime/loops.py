@@ -9,6 +9,8 @@ import builtins
 import random
 
 from .. import state
+from ..checks import races
+from ..errors import kernel_location
 
 
 class _Range:
@@ -24,9 +26,13 @@ class _Range:
     def __iter__(self):
         if self.kind == "affine":
             c = state.maybe_core()
-            if c is not None and c.settings.iteration_order == "shuffled":
-                order = list(self.r)
-                random.Random(c.settings.seed + len(order)).shuffle(order)
+            if c is not None:
+                order = self.r
+                if c.settings.iteration_order == "shuffled":
+                    order = list(self.r)
+                    random.Random(c.settings.seed + len(order)).shuffle(order)
+                if c.settings.detect_races:
+                    return _watched(c, order)
                 return iter(order)
         return iter(self.r)
 
@@ -38,6 +44,18 @@ class _Range:
 
     def __repr__(self):
         return f"{self.kind}_range({self.r.start}, {self.r.stop}, {self.r.step})"
+
+
+def _watched(core, order):
+    """Iterate with a race-detection scope open (see checks.races)."""
+    scope = races.LoopScope(core.serial + 1, kernel_location())
+    core.loops.append(scope)
+    try:
+        for i in order:
+            scope.iteration = i
+            yield i
+    finally:
+        core.loops.remove(scope)
 
 
 def affine_range(start, stop=None, step=1):

@@ -1,0 +1,444 @@
+"""Element-wise ops (tensor_tensor, tensor_scalar, scalar_tensor_tensor, reciprocal, exponential)
+against their doc formulas computed in NumPy float32, rounded once with ml_dtypes."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
+from conftest import simulate
+
+BF16 = ml_dtypes.bfloat16
+LOC = r" \(test_elementwise\.py:\d+\)$"
+
+
+def sb(x, dtype=None):
+    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def ps(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
+    nisa.tensor_copy(dst=t, src=sb(x))
+    return t
+
+
+def run(op, *arrays, dst_dtype=np.float32, dst_shape=None, target="trn2", **kw):
+    """Load ``arrays`` into SBUF, call ``op(dst, *tiles, **kw)``, return dst."""
+    def kernel(*xs):
+        dst = nl.ndarray(dst_shape or xs[0].shape, dtype=dst_dtype, buffer=nl.sbuf)
+        op(dst, *[sb(x) for x in xs], **kw)
+        return dst
+    return simulate(kernel, *arrays, target=target)
+
+
+def randn(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+# ---- tensor_tensor ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op, ref", [
+    (nl.add, np.add), (nl.subtract, np.subtract), (nl.multiply, np.multiply),
+    (nl.divide, np.divide), (nl.maximum, np.maximum), (nl.minimum, np.minimum),
+])
+def test_tensor_tensor_fp32_matches_numpy(rng, op, ref):
+    a, b = randn(rng, (4, 6)), randn(rng, (4, 6))
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, op), a, b)
+    np.testing.assert_array_equal(got, ref(a, b))
+
+
+def test_tensor_tensor_comparison_gives_one_zero():
+    a = np.array([[1, 2, 3]], np.float32)
+    b = np.array([[2, 2, 2]], np.float32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.greater_equal), a, b)
+    np.testing.assert_array_equal(got, [[0, 1, 1]])
+
+
+def test_tensor_tensor_bf16_inputs_and_dst_round_once(rng):
+    a, b = randn(rng, (8, 16), BF16), randn(rng, (8, 16), BF16)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.multiply), a, b, dst_dtype=BF16)
+    want = (a.astype(np.float32) * b.astype(np.float32)).astype(BF16)
+    assert got.dtype == BF16
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_tensor_tensor_free_shapes_may_differ(rng):
+    a, b = randn(rng, (4, 2, 3)), randn(rng, (4, 6))
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b, dst_shape=(4, 3, 2))
+    np.testing.assert_array_equal(got, (a.reshape(4, 6) + b).reshape(4, 3, 2))
+
+
+def test_tensor_tensor_int32_is_exact_on_gpsimd():
+    a = np.array([[16777217, 2**30, -7]], np.int32)
+    b = np.array([[1, 3, 2]], np.int32)
+    add = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b, dst_dtype=np.int32)
+    mul = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.multiply), a, b, dst_dtype=np.int32)
+    np.testing.assert_array_equal(add, [[16777218, 2**30 + 3, -5]])
+    # 2**30 * 3 overflows int32: Decision, saturate.
+    np.testing.assert_array_equal(mul, [[16777217, 2**31 - 1, -14]])
+
+
+def test_tensor_tensor_int32_on_vector_engine_goes_through_fp32():
+    a = np.array([[16777217]], np.int32)
+    b = np.array([[1]], np.int32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add, engine=nisa.engine.vector),
+              a, b, dst_dtype=np.int32)
+    want = (a.astype(np.float32) + b.astype(np.float32)).astype(np.int32)   # 16777216 + 1 in fp32
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0] == 16777216
+
+
+@pytest.mark.parametrize("op, ref", [
+    (nl.bitwise_and, lambda a, b: a & b), (nl.bitwise_or, lambda a, b: a | b),
+    (nl.bitwise_xor, lambda a, b: a ^ b), (nl.left_shift, lambda a, b: a << b),
+    (nl.right_shift, lambda a, b: (a.view(np.uint32) >> b.view(np.uint32)).view(np.int32)),
+])
+def test_tensor_tensor_bitvec_on_int32_bit_patterns(op, ref):
+    a = np.array([[-8, 0x7FFF_0F0F, 5, -1]], np.int32)
+    b = np.array([[1, 4, 3, 31]], np.int32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, op), a, b, dst_dtype=np.int32)
+    np.testing.assert_array_equal(got, ref(a, b))
+
+
+def test_tensor_tensor_right_shift_is_logical():
+    a = np.array([[-8]], np.int32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.right_shift), a,
+              np.array([[1]], np.int32), dst_dtype=np.int32)
+    assert got[0, 0] == 0x7FFFFFFC
+
+
+def test_tensor_tensor_bitvec_rejects_floats():
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(DtypeError, match=r"^nisa\.tensor_tensor: data1 dtype float32 is not an integer "
+                                         r"dtype, which bitvec op bitwise_and needs" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.bitwise_and), a, a)
+
+
+def test_tensor_tensor_element_count_mismatch():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_tensor: data2 has 5 elements per partition, "
+                                         r"data1 has 6 \(shapes \(4, 5\) vs \(4, 6\)\)" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add),
+            np.ones((4, 6), np.float32), np.ones((4, 5), np.float32))
+
+
+def test_tensor_tensor_partition_mismatch():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_tensor: data2 partition dim 3 does not match "
+                                         r"data1 partition dim 4" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add),
+            np.ones((4, 6), np.float32), np.ones((3, 8), np.float32))
+
+
+def test_tensor_tensor_inputs_not_both_psum():
+    a = np.ones((2, 3), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(d, ps(x), ps(x), nl.add)
+        return d
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 and data2 are both in psum; "
+                                               r"at most one may be" + LOC):
+        simulate(kernel, a)
+
+
+def test_tensor_tensor_one_psum_input_is_fine():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_tensor(d, ps(x), sb(x), nl.add)
+        return d
+    np.testing.assert_array_equal(simulate(kernel, a), 2 * a)
+
+
+def test_tensor_tensor_hbm_operand_rejected():
+    a = np.ones((2, 3), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(d, x, sb(x), nl.add)
+        return d
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 is in private_hbm; must be in "
+                                               r"psum or sbuf" + LOC):
+        simulate(kernel, a)
+
+
+def test_tensor_tensor_power_runs_on_gpsimd_only():
+    a = np.array([[2, 3]], np.float32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.power), a, a)
+    np.testing.assert_array_equal(got, np.power(a, a))
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_tensor: nl\.power runs only on the gpsimd engine, "
+                                          r"not vector" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.power, engine=nisa.engine.vector), a, a)
+
+
+def test_tensor_tensor_unknown_op():
+    a = np.ones((1, 1), np.float32)
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_tensor: exp is not an ALU operator; expected one of "
+                                       r"abs, abs_max, .*, subtract" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.exp), a, a)
+
+
+# ---- tensor_scalar ------------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(p=st.integers(1, 128), f=st.integers(1, 64), c=st.floats(-8, 8, width=32),
+       seed=st.integers(0, 2**16))
+def test_tensor_scalar_mul_add_bf16_rounds_once(p, f, c, seed):
+    x = randn(np.random.default_rng(seed), (p, f), BF16)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, op0=nl.multiply, operand0=c, op1=nl.add, operand1=1.0),
+              x, dst_dtype=BF16)
+    want = (x.astype(np.float32) * np.float32(c) + np.float32(1)).astype(BF16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("reverse0, reverse1", [(False, False), (True, False), (False, True), (True, True)])
+def test_tensor_scalar_reverse_flags(rng, reverse0, reverse1):
+    x = randn(rng, (4, 5))
+    c0, c1 = np.float32(3.0), np.float32(0.5)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.subtract, c0, reverse0, nl.divide, c1, reverse1), x)
+    t = (c0 - x) if reverse0 else (x - c0)
+    want = (c1 / t) if reverse1 else (t / c1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_tensor_scalar_column_operands_broadcast_along_free_dims(rng):
+    x = randn(rng, (4, 2, 3))
+    s = randn(rng, (4, 1))
+    b = randn(rng, (4, 1))
+
+    def kernel(x, s, b):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, sb(x), nl.multiply, sb(s), op1=nl.add, operand1=ps(b))
+        return d
+    want = x * s.reshape(4, 1, 1) + b.reshape(4, 1, 1)
+    np.testing.assert_array_equal(simulate(kernel, x, s, b), want)
+
+
+def test_tensor_scalar_unary_op0_ignores_operand():
+    x = np.array([[-4.0, 0.25, 9.0]], np.float32)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.abs, None, op1=nl.multiply, operand1=2.0), x)
+    np.testing.assert_array_equal(got, np.abs(x) * np.float32(2))
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.reciprocal, 0), x)
+    np.testing.assert_array_equal(got, np.float32(1) / x)
+
+
+def test_tensor_scalar_bitvec_pair_on_ints():
+    x = np.array([[0x0F0F, -1, 6]], np.int32)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.bitwise_and, 0xFF, op1=nl.left_shift, operand1=4),
+              x, dst_dtype=np.int32)
+    np.testing.assert_array_equal(got, (x & 0xFF) << 4)
+
+
+def test_tensor_scalar_mixed_bitvec_and_arith_rejected():
+    x = np.ones((1, 2), np.int32)
+    with pytest.raises(DtypeError, match=r"^nisa\.tensor_scalar: op0 bitwise_and and op1 add must both be "
+                                         r"bitvec or both arithmetic" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.bitwise_and, 1, op1=nl.add, operand1=1), x,
+            dst_dtype=np.int32)
+
+
+def test_tensor_scalar_operand_must_be_column():
+    x = np.ones((4, 3), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, sb(x), nl.add, sb(x)[:, 0:2])
+        return d
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_scalar: operand0 must be a scalar or a \(4, 1\) "
+                                         r"tensor, got shape \(4, 2\)" + LOC):
+        simulate(kernel, x)
+
+
+def test_tensor_scalar_gpsimd_cannot_touch_psum():
+    x = np.ones((2, 2), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, ps(x), nl.rsqrt, None, engine=nisa.engine.gpsimd)
+        return d
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_scalar: data is in psum, which the gpsimd "
+                                               r"engine cannot access" + LOC):
+        simulate(kernel, x)
+
+
+# ---- scalar_tensor_tensor -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reverse0, reverse1", [(False, False), (True, False), (False, True), (True, True)])
+def test_scalar_tensor_tensor_formula(rng, reverse0, reverse1):
+    x, y = randn(rng, (4, 6)), randn(rng, (4, 6))
+    c = np.float32(1.5)
+    got = run(lambda d, a, b: nisa.scalar_tensor_tensor(d, a, nl.subtract, c, nl.divide, b, reverse0, reverse1),
+              x, y)
+    t = (c - x) if reverse0 else (x - c)
+    want = (y / t) if reverse1 else (t / y)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scalar_tensor_tensor_column_operand0_and_bf16_dst(rng):
+    x, y, s = randn(rng, (8, 2, 4)), randn(rng, (8, 8)), randn(rng, (8, 1))
+
+    def kernel(x, y, s):
+        d = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=d, data=sb(x), op0=nl.multiply, operand0=sb(s), op1=nl.add,
+                                  operand1=ps(y))
+        return d
+    want = (x.reshape(8, 8) * s + y).astype(BF16)
+    np.testing.assert_array_equal(simulate(kernel, x, y, s).view(np.uint16), want.view(np.uint16))
+
+
+def test_scalar_tensor_tensor_rejects_bitvec():
+    x = np.ones((2, 2), np.int32)
+    with pytest.raises(DtypeError, match=r"^nisa\.scalar_tensor_tensor: op1 bitwise_or is a bitvec operator; "
+                                         r"only arithmetic operators are supported" + LOC):
+        run(lambda d, a, b: nisa.scalar_tensor_tensor(d, a, nl.add, 1, nl.bitwise_or, b), x, x,
+            dst_dtype=np.int32)
+
+
+def test_scalar_tensor_tensor_op1_must_be_binary():
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(NkiError, match=r"^nisa\.scalar_tensor_tensor: op1 abs is a unary operator; a binary "
+                                       r"operator is required" + LOC):
+        run(lambda d, a, b: nisa.scalar_tensor_tensor(d, a, nl.add, 1.0, nl.abs, b), x, x)
+
+
+def test_scalar_tensor_tensor_data_and_operand1_not_both_psum():
+    x = np.ones((2, 2), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(d, ps(x), nl.add, 1.0, nl.add, ps(x))
+        return d
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.scalar_tensor_tensor: data and operand1 are both in "
+                                               r"psum; at most one may be" + LOC):
+        simulate(kernel, x)
+
+
+def test_scalar_tensor_tensor_operand1_size():
+    with pytest.raises(ShapeError, match=r"^nisa\.scalar_tensor_tensor: operand1 has 3 elements per partition, "
+                                         r"data has 4 \(shapes \(2, 3\) vs \(2, 4\)\)" + LOC):
+        run(lambda d, a, b: nisa.scalar_tensor_tensor(d, a, nl.add, 1.0, nl.add, b),
+            np.ones((2, 4), np.float32), np.ones((2, 3), np.float32))
+
+
+# ---- reciprocal ---------------------------------------------------------------------------------
+
+def test_reciprocal_fp32_and_zero():
+    x = np.array([[3.0, -0.5, 0.0, 7.0]], np.float32)
+    got = run(nisa.reciprocal, x)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(got, np.float32(1) / x)
+    assert np.isposinf(got[0, 2])
+
+
+def test_reciprocal_bf16_dst_rounds_once(rng):
+    x = randn(rng, (16, 8), BF16)
+    got = run(nisa.reciprocal, x, dst_dtype=BF16)
+    want = (np.float32(1) / x.astype(np.float32)).astype(BF16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_reciprocal_size_mismatch():
+    with pytest.raises(ShapeError, match=r"^nisa\.reciprocal: dst has 2 elements per partition, data has 3 "
+                                         r"\(shapes \(1, 2\) vs \(1, 3\)\)" + LOC):
+        run(nisa.reciprocal, np.ones((1, 3), np.float32), dst_shape=(1, 2))
+
+
+# ---- exponential (trn3) -------------------------------------------------------------------------
+
+def test_exponential_needs_trn3():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(UnsupportedError, match=r"^nisa\.exponential: needs trn3 or newer, not supported on "
+                                               r"trn2" + LOC):
+        run(nisa.exponential, x, target="trn2")
+
+
+def test_exponential_scalar_and_column_max_value(rng):
+    x, m = randn(rng, (4, 6)), randn(rng, (4, 1))
+    got = run(lambda d, t: nisa.exponential(d, t, max_value=1.25), x, target="trn3")
+    np.testing.assert_array_equal(got, np.exp(x - np.float32(1.25)))
+
+    def kernel(x, m):
+        d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.exponential(dst=d, src=sb(x), max_value=sb(m))
+        return d
+    want = np.exp(x - m).astype(BF16)
+    np.testing.assert_array_equal(simulate(kernel, x, m, target="trn3").view(np.uint16), want.view(np.uint16))
+
+
+def test_exponential_accumulates_across_calls(rng):
+    x, y = randn(rng, (4, 6)), randn(rng, (4, 3))
+
+    def kernel(x, y):
+        d1 = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        d2 = nl.ndarray(y.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r1 = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r2 = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.psum)
+        nisa.exponential(d1, sb(x), reduce_res=r1, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.exponential(d2, sb(y), reduce_res=r2, reduce_cmd=nisa.reduce_cmd.reduce)
+        return r1, r2
+    r1, r2 = simulate(kernel, x, y, target="trn3")
+    s1 = np.exp(x).sum(axis=1, dtype=np.float32)      # fp32 values before the bf16 rounding of dst
+    np.testing.assert_allclose(r1[:, 0], s1, rtol=1e-6)
+    np.testing.assert_allclose(r2[:, 0], s1 + np.exp(y).sum(axis=1, dtype=np.float32), rtol=1e-6)
+
+
+def test_exponential_load_reduce_and_idle(rng):
+    x = randn(rng, (3, 4))
+    init = np.array([[1.0], [2.0], [3.0]], np.float32)
+
+    def kernel(x, init):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r1 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r2 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r3 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(d, sb(x), reduce_res=r1, reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=sb(init))
+        nisa.exponential(d, sb(x), reduce_res=r2)                       # idle: accumulator untouched
+        nisa.exponential(d, sb(x), reduce_res=r3, reduce_cmd=4, reduce_init=-1.0)    # raw int enum
+        return r1, r2, r3
+    r1, r2, r3 = simulate(kernel, x, init, target="trn3")
+    s = np.exp(x).sum(axis=1, dtype=np.float32)
+    np.testing.assert_allclose(r1[:, 0], init[:, 0] + s, rtol=1e-6)
+    np.testing.assert_array_equal(r2, r1)
+    np.testing.assert_allclose(r3[:, 0], s - 1, rtol=1e-6)
+
+
+def test_exponential_reduce_init_only_with_load_reduce():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(NkiError, match=r"^nisa\.exponential: reduce_init 2\.0 must be unset or 0\.0 unless "
+                                       r"reduce_cmd is load_reduce, got reduce_cmd reset_reduce" + LOC):
+        run(lambda d, t: nisa.exponential(d, t, reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_init=2.0),
+            x, target="trn3")
+
+
+def test_exponential_reset_cmd_unsupported():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(UnsupportedError, match=r"^nisa\.exponential: reduce_cmd reset is not supported; "
+                                               r"expected one of idle, reset_reduce, reduce, load_reduce" + LOC):
+        run(lambda d, t: nisa.exponential(d, t, reduce_cmd=nisa.reduce_cmd.reset), x, target="trn3")
+
+
+def test_exponential_dtype_limits():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(DtypeError, match=r"^nisa\.exponential: dst dtype uint32 is not supported on trn3; "
+                                         r"expected one of .*" + LOC):
+        run(nisa.exponential, x, dst_dtype=np.uint32, target="trn3")
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((2, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.exponential(d, sb(x), reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        return r
+    with pytest.raises(DtypeError, match=r"^nisa\.exponential: reduce_res dtype int32 is not supported"):
+        simulate(kernel, x, target="trn3")
+
+
+def test_exponential_at_most_4d():
+    x = np.zeros((2, 1, 1, 1, 2), np.float32)
+    got = run(nisa.exponential, x[:, 0], target="trn3")
+    np.testing.assert_array_equal(got, np.ones((2, 1, 1, 2), np.float32))
+    with pytest.raises(ShapeError, match=r"^nisa\.exponential: src has 5 dims \(2, 1, 1, 1, 2\), exceeds 4" + LOC):
+        run(nisa.exponential, x, target="trn3", dst_shape=(2, 2))
