@@ -46,6 +46,8 @@ class Settings:
     detect_races: bool = False                         # NKISIM_DETECT_RACES=1
     iteration_order: Literal["program", "shuffled"] = "program"      # NKISIM_SHUFFLE=1
     seed: int = 0                                      # NKISIM_SEED
+    findings: Literal["first", "all"] = "first"        # NKISIM_FINDINGS: stop at the first broken
+    #   rule, or run to the end (skipping each failing instruction) and report every finding
     barrier_timeout_s: float = 30.0                    # longest wait at an LNC2 sync point
 
     def __post_init__(self):
@@ -56,6 +58,8 @@ class Settings:
         if self.iteration_order not in ("program", "shuffled"):
             raise ValueError(f"Settings.iteration_order must be 'program' or 'shuffled', "
                              f"got {self.iteration_order!r}")
+        if self.findings not in ("first", "all"):
+            raise ValueError(f"Settings.findings must be 'first' or 'all', got {self.findings!r}")
         if self.seed < 0:
             raise ValueError(f"Settings.seed must be >= 0, got {self.seed}")
         if self.barrier_timeout_s <= 0:
@@ -73,6 +77,7 @@ class Settings:
             detect_races=_flag(env.get("NKISIM_DETECT_RACES"), False),
             iteration_order="shuffled" if _flag(env.get("NKISIM_SHUFFLE"), False) else "program",
             seed=int(env.get("NKISIM_SEED", "0") or 0),
+            findings=(env.get("NKISIM_FINDINGS") or "first").strip().lower(),
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)

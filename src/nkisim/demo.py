@@ -124,8 +124,9 @@ def run(small: bool = False, only: list | None = None, file: TextIO | None = Non
               f"{', '.join(examples.NAMES)}", file=out)
         return 2
     target = Settings.from_env().target
-    print(f"nkisim demo: {len(names)} example kernels, {'small' if small else 'full-size'} inputs, "
-          f"seed {SEED}, target {target}", file=out)
+    plural = "s" if len(names) != 1 else ""
+    print(f"nkisim demo: {len(names)} example kernel{plural}, {'small' if small else 'full-size'} "
+          f"inputs, seed {SEED}, target {target}", file=out)
     header = _fmt_row([c[0] for c in _COLUMNS])
     print(header, file=out)
     print("-" * len(header), file=out)

@@ -27,6 +27,15 @@ class LaunchState:
         self.done = [False] * lnc
         self.sync = None                       # runtime.launch.Rendezvous under LNC2
         self.shared_races = None               # checks.races.SharedRaces under LNC2 + detect_races
+        self.findings: list = []               # NkiErrors recorded when settings.findings == "all"
+
+    def record(self, error) -> bool:
+        """Keep ``error`` and go on (True) when findings="all"; False means raise it."""
+        if self.settings.findings != "all":
+            return False
+        with self.lock:
+            self.findings.append(error)
+        return True
 
 
 @dataclass

@@ -18,8 +18,9 @@ def current_op(tensor=None, depth: int = 2, kind: str = "r") -> tuple[str, str]:
         path = os.path.abspath(frame.f_code.co_filename)
         if not path.startswith(_PKG):
             break
-        part = os.path.relpath(path, _PKG).split(os.sep)[0]
-        if part in _PREFIX:
+        parts = os.path.relpath(path, _PKG).split(os.sep)
+        part = parts[0]
+        if part in _PREFIX and parts[-1] != "__init__.py":
             found = (frame, _PREFIX[part])
         frame = frame.f_back
     if found is None:

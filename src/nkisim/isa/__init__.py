@@ -21,3 +21,31 @@ _FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "matmul", "mul
              "search", "select", "stats", "transpose", "version")
 __all__ = sorted({n for f in _FAMILIES for n in _sys.modules[f"{__name__}.{f}"].__all__}
                  | {"NkiValidationError"})
+
+
+def _instruction(fn):
+    """The public face of one nisa op: with findings="all", a broken rule is recorded and the
+    instruction skipped (its dst untouched) instead of stopping the kernel."""
+    def op(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _NkiError as exc:
+            core = _state.current.get()
+            if core is None or not core.launch.record(exc):
+                raise
+            return NkiInstruction(f"nisa.{fn.__name__}", kwargs.get("name"))
+    _functools.update_wrapper(op, fn)
+    return op
+
+
+import functools as _functools  # noqa: E402
+import types as _types  # noqa: E402
+
+from .. import state as _state  # noqa: E402
+from ..errors import NkiError as _NkiError  # noqa: E402
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, _types.FunctionType) and _name not in ("as_enum",):
+        globals()[_name] = _instruction(_obj)
+del _name, _obj

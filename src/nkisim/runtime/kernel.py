@@ -16,7 +16,7 @@ from ..errors import NkiError, SimulatorOffError
 from . import launch as _launch
 
 _SIM_OPTIONS = ("target", "precise_fp", "uninitialized_reads", "detect_races", "iteration_order",
-                "seed", "barrier_timeout_s")
+                "seed", "barrier_timeout_s", "findings")
 
 
 class Kernel:
@@ -85,6 +85,7 @@ class _Simulated:
     def __init__(self, kernel, overrides):
         self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
         self.overrides = overrides
+        self.findings: list = []        # with findings="all": every NkiError of the last call
         functools.update_wrapper(self, self.kernel.func)
 
     def __getitem__(self, grid):
@@ -92,8 +93,9 @@ class _Simulated:
 
     def __call__(self, *args, **kwargs):
         settings = Settings.from_env(**self.overrides)
+        self.findings = []
         return _launch.run(self.kernel.func, args, kwargs, lnc=self.kernel.lnc,
-                           program_ndim=len(self.kernel.grid), settings=settings)
+                           program_ndim=len(self.kernel.grid), settings=settings, findings=self.findings)
 
 
 def simulate(kernel, **options) -> Callable:
@@ -102,7 +104,9 @@ def simulate(kernel, **options) -> Callable:
 
     ``kernel[2]`` (or ``simulate(kernel)[2]``) runs LNC2. Options override the environment:
     ``target`` ("trn1"|"trn2"|"trn3"), ``precise_fp``, ``uninitialized_reads``, ``detect_races``,
-    ``iteration_order``, ``seed``. Unknown options raise TypeError.
+    ``iteration_order``, ``seed``, ``findings`` ("first": stop at the first broken rule; "all": skip
+    each failing instruction, print every finding grouped by rule, keep them in ``.findings`` of
+    the returned callable). Unknown options raise TypeError.
     """
     bad = set(options) - set(_SIM_OPTIONS)
     if bad:

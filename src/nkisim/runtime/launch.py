@@ -8,6 +8,7 @@ Imports memory, state, config, arch, errors; never torch (torch tensors go throu
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 from typing import Any, Callable
 
@@ -124,13 +125,27 @@ def _unbind(value, by_alloc, kind):
     return value
 
 
+def _report(func, found) -> None:
+    """Print every finding of a findings="all" run, grouped by rule (error class), to stderr."""
+    groups: dict = {}
+    for e in found:
+        groups.setdefault(type(e).__name__, []).append(e)
+    lines = [f"nkisim: {len(found)} finding(s) in kernel {getattr(func, '__name__', func)}"]
+    for kind, errs in groups.items():
+        lines.append(f"  {kind} ({len(errs)}):")
+        lines.extend(f"    {e}" for e in errs)
+    print("\n".join(lines), file=sys.stderr)
+
+
 def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
-        settings: Settings | None = None):
+        settings: Settings | None = None, findings: list | None = None):
     """Simulate ``func(*args, **kwargs)`` on ``lnc`` cores; return its outputs as caller arrays.
 
     Arrays become HBM tensors (in place where possible, see ``access.wrap_array``); a kernel that
     raises leaves the caller's arrays exactly as they were; after success, its writes to its
     arguments are in the caller's arrays.
+    With ``settings.findings == "all"`` broken rules inside instructions are recorded, not raised;
+    they are printed grouped by rule and appended to ``findings`` (if given).
     Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks.
     """
     settings = settings or Settings.from_env()
@@ -157,10 +172,16 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
                 state.current.reset(token)
         else:
             result = _run_lnc(func, args, kwargs, launch)
-    except BaseException:
+    except BaseException as exc:
         for _, t, _ in reversed(bound):
             access.restore(t)
+        if launch.findings:
+            _report(func, launch.findings + ([exc] if isinstance(exc, NkiError) else []))
         raise
+    if launch.findings:
+        _report(func, launch.findings)
+        if findings is not None:
+            findings.extend(launch.findings)
 
     by_alloc = {}
     for arr, t, conv in bound:

@@ -1,0 +1,70 @@
+"""Route counters: per kernel, how many calls ran the kernel in the simulator and how many ran the
+torch fallback, so a test can prove which path ran; ``dispatch`` picks the route per call.
+
+Imports torch (for ``is_compiling``) and the torch layer's settings only.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import torch
+
+from .settings import can_run_kernel
+
+_lock = threading.Lock()
+_counts: dict[str, dict[str, int]] = {}
+
+
+def kernel_name(kernel) -> str:
+    """``module.qualname`` of a kernel, jitted kernel, NKIHOPCaller or function."""
+    name = getattr(kernel, "kernel_name", None)
+    if isinstance(name, str):
+        return name
+    func = getattr(kernel, "func", kernel)
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def count(name: str, route: str) -> None:
+    """Add one call of ``route`` ("kernel" or "fallback") to kernel ``name``."""
+    with _lock:
+        slot = _counts.setdefault(name, {"kernel": 0, "fallback": 0})
+        slot[route] += 1
+
+
+def route_stats() -> dict[str, dict[str, int]]:
+    """A snapshot ``{kernel name: {"kernel": n, "fallback": m}}``.
+
+    "kernel" counts simulator runs of real data (eager, or inside any compiled graph); "fallback"
+    counts ``dispatch`` choosing the fallback in eager code (a compiled graph runs the fallback's
+    torch ops without Python, so those calls are not counted).
+    """
+    with _lock:
+        return {k: dict(v) for k, v in _counts.items()}
+
+
+def reset_route_stats() -> None:
+    """Zero every counter (for tests)."""
+    with _lock:
+        _counts.clear()
+
+
+def dispatch(kernel, fallback: Callable) -> Callable:
+    """A function that, per call, runs ``kernel`` (usually an NKIHOPCaller) when
+    ``can_run_kernel(first tensor argument, kernel)`` says yes, else ``fallback``, with the same
+    arguments. The kernel route is counted where the simulator runs; the fallback route here."""
+    name = kernel_name(kernel)
+
+    def call(*args, **kwargs):
+        first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), "")
+        if can_run_kernel(first, kernel):
+            return kernel(*args, **kwargs)
+        if not torch.compiler.is_compiling():
+            count(name, "fallback")
+        return fallback(*args, **kwargs)
+
+    call.__name__ = getattr(fallback, "__name__", "dispatch")
+    return call
+
+
+__all__ = ["route_stats", "reset_route_stats", "dispatch", "count", "kernel_name"]
