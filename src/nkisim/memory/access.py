@@ -97,7 +97,7 @@ def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core):
     sdt = _dt.storage_dtype(dt, settings.precise_fp)
     n = math.prod(shape)
     storage = np.full(n, _dt.sentinel(dt), sdt) if fill else np.empty(n, sdt)
-    alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location())
+    alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location(), settings.precise_fp)
     core.serial += 1
     alloc.serial = core.serial
     if settings.uninitialized_reads == "raise":
@@ -117,11 +117,11 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
         hint = " (convert with .astype(np.float32))" if array.dtype.kind == "f" else \
             " (convert with .astype(np.int32))" if array.dtype.kind in "iu" else ""
         raise DtypeError("kernel argument", f"{name}: dtype {array.dtype} is not an NKI dtype on "
-                                            f"{target.name}{hint}", where="?")
+                                            f"{target.name}{hint}")
     sdt = _dt.storage_dtype(dt, precise)
     in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
     storage = array.reshape(-1) if in_place else np.array(array, dtype=sdt, copy=True, order="C").reshape(-1)
-    alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument")
+    alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument", precise)
     if in_place:
         alloc.snapshot = _NOT_TAKEN
     return contiguous_view(alloc)
@@ -204,8 +204,7 @@ def write(t: NkiTensor, values, matmul: bool = False) -> None:
     alloc = t.alloc
     if alloc.watch is not None:
         alloc.watch(t, "w", matmul)
-    precise = alloc.storage.dtype != F32 or t.dtype == F32
-    arr = _dt.round_into(values, t.dtype, precise)
+    arr = _dt.round_into(values, t.dtype, alloc.precise)
     dst = t.np()
     if arr.shape != dst.shape and arr.size == dst.size:
         arr = arr.reshape(dst.shape)

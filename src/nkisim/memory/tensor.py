@@ -25,9 +25,10 @@ class Allocation:
     ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
-                 "where", "snapshot", "psum_offset", "init", "watch", "serial", "__weakref__")
+                 "where", "snapshot", "psum_offset", "init", "watch", "serial", "precise",
+                 "__weakref__")
 
-    def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where=""):
+    def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
         self.buffer = buffer
         self.shape = tuple(shape)
@@ -42,6 +43,7 @@ class Allocation:
         self.init = None       # strict uninitialised reads: bool mask of written elements
         self.watch = None      # race detection: callable(view, kind, matmul) seeing every access
         self.serial = 0        # the core's allocation count when this was made (0: an argument)
+        self.precise = precise  # NKI_PRECISE_FP of the launch: round low-precision writes
 
 
 def _contiguous_strides(shape):
