@@ -85,7 +85,7 @@ def case_example(name, repeat):
     import importlib
     mod = importlib.import_module(f"nkisim.examples.{name}")
     inputs = mod.make_inputs(np.random.default_rng(0), small=False)
-    sim = nki.simulate(mod.kernel)
+    sim = nki.simulate(mod.KERNEL)
     out = sim(*inputs)
     ref = mod.reference(*inputs)
     err = float(np.max(np.abs(np.asarray(out, np.float32) - np.asarray(ref, np.float32))))

@@ -10,6 +10,7 @@ run. Imports the examples package; nothing below the CLI imports this module.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 import traceback
@@ -79,9 +80,10 @@ def run_example(name: str, small: bool = False, seed: int = SEED) -> Result:
     from . import examples
     from .nki import simulate
     mod = examples.load(name)
-    inputs = mod.make_inputs(np.random.default_rng(seed), small=small)
-    label = describe(inputs)
+    label = "-"
     try:
+        inputs = mod.make_inputs(np.random.default_rng(seed), small=small)
+        label = describe(inputs)
         sim = simulate(mod.KERNEL)
         t0 = time.perf_counter()
         got = sim(*inputs)
@@ -93,9 +95,11 @@ def run_example(name: str, small: bool = False, seed: int = SEED) -> Result:
             numpy_s = min(numpy_s, time.perf_counter() - t0)
         passed, max_abs, max_rel = compare(got, np.asarray(want), mod.RTOL, mod.ATOL)
     except Exception as exc:  # reported as an ERROR row; the demo goes on with the next example
+        from .errors import NkiError
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return Result(name, label, False, error=f"{type(exc).__name__}: {exc} "
-                                                  f"[{where.filename.split('/')[-1]}:{where.lineno}]")
+        # NkiError messages already end with the kernel's file:line; others get the raising frame.
+        suffix = "" if isinstance(exc, NkiError) else f" [{os.path.basename(where.filename)}:{where.lineno}]"
+        return Result(name, label, False, error=f"{type(exc).__name__}: {exc}{suffix}")
     return Result(name, label, passed, max_abs, max_rel, sim_s, numpy_s)
 
 
