@@ -57,7 +57,7 @@ def bn_stats(dst, data, name=None):
     opn = "nisa.bn_stats"
     t = target(opn)
     _tiles(opn, t, dst=dst, data=data)
-    rules.at_most(opn, "data free size", data.free_size, t.bn_stats_fmax, t, " elements per partition")
+    rules.at_most(opn, "data elements per partition", data.free_size, t.bn_stats_fmax, t)
     if dst.free_size != 6:
         raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, must have 6")
     x = pf(read_f32(data))

@@ -1,0 +1,315 @@
+"""Reductions: tensor_reduce (free axes), tensor_partition_reduce (across partitions),
+tensor_scalar_reduce (VectorE accumulator), against NumPy references from the doc formulas."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
+from conftest import simulate
+
+BF16 = ml_dtypes.bfloat16
+LOC = r" \(test_reduce\.py:\d+\)$"
+RC = nisa.reduce_cmd
+
+
+def sb(x, dtype=None):
+    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def ps(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
+    nisa.tensor_copy(dst=t, src=sb(x))
+    return t
+
+
+def reduce(x, op, axis, dst_shape, dst_dtype=np.float32, **kw):
+    def kernel(x):
+        d = nl.ndarray(dst_shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.tensor_reduce(d, op, sb(x), axis, **kw)
+        return d
+    return simulate(kernel, x, target="trn2")
+
+
+# ---- tensor_reduce ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op, ref", [
+    (nl.add, np.sum), (nl.sum, np.sum), (nl.maximum, np.max), (nl.max, np.max),
+    (nl.minimum, np.min), (nl.multiply, np.prod),
+])
+def test_tensor_reduce_arith_last_axis(rng, op, ref):
+    x = rng.integers(-3, 4, (8, 6)).astype(np.float32)     # small integers: every fp32 step is exact
+    got = reduce(x, op, 1, (8, 1))
+    np.testing.assert_array_equal(got[:, 0], ref(x, axis=1))
+
+
+@pytest.mark.parametrize("axis, keepdims, dst_shape", [
+    ((3,), False, (4, 2, 3)), ((3,), True, (4, 2, 3, 1)), ((2, 3), False, (4, 2)),
+    ([2, 3], True, (4, 2, 1, 1)), ((1, 2, 3), False, (4, 1)), (-1, False, (4, 2, 3)),
+    ((3, 2), False, (4, 2)),
+])
+def test_tensor_reduce_trailing_axes_of_4d_tile(rng, axis, keepdims, dst_shape):
+    x = rng.standard_normal((4, 2, 3, 5)).astype(np.float32)
+    got = reduce(x, nl.maximum, axis, dst_shape, keepdims=keepdims)
+    ax = tuple(a % 4 for a in np.atleast_1d(axis))
+    want = np.max(x, axis=ax, keepdims=keepdims).reshape(dst_shape)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_tensor_reduce_sum_fp32_then_bf16_dst(rng):
+    x = rng.standard_normal((8, 64)).astype(BF16)
+    got = reduce(x, nl.add, 1, (8, 1), dst_dtype=BF16)
+    want = x.astype(np.float64).sum(axis=1)
+    # fp32 accumulation of 64 bf16 values is within ~1e-6 relative of the exact sum, so after one
+    # rounding to bf16 (2^-8 relative) the result is the bf16 neighbour of the exact sum.
+    np.testing.assert_allclose(got[:, 0].astype(np.float64), want, rtol=2 ** -8, atol=1e-6)
+    assert got.dtype == BF16
+
+
+def test_tensor_reduce_negate():
+    x = np.array([[1, 2, 3], [-4, 5, 0]], np.float32)
+    got = reduce(x, nl.add, 1, (2, 1), negate=True)
+    np.testing.assert_array_equal(got[:, 0], [-6, -1])
+
+
+def test_tensor_reduce_subtract_folds_left_to_right():
+    # Decision: x0 - x1 - x2 (NumPy's subtract.reduce), not 0 - x0 - x1 - x2.
+    x = np.array([[10, 1, 2]], np.float32)
+    np.testing.assert_array_equal(reduce(x, nl.subtract, 1, (1, 1)), [[7]])
+
+
+def test_tensor_reduce_logical_ops():
+    x = np.array([[1, 2, 0], [3, 1, 1], [0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(reduce(x, nl.logical_and, 1, (3, 1))[:, 0], [0, 1, 0])
+    np.testing.assert_array_equal(reduce(x, nl.logical_or, 1, (3, 1))[:, 0], [1, 1, 0])
+    np.testing.assert_array_equal(reduce(x, nl.logical_xor, 1, (3, 1))[:, 0], [0, 1, 0])
+
+
+@pytest.mark.parametrize("op, ref", [
+    (nl.bitwise_or, np.bitwise_or.reduce), (nl.bitwise_and, np.bitwise_and.reduce),
+    (nl.bitwise_xor, np.bitwise_xor.reduce),
+])
+def test_tensor_reduce_bitvec_on_int_bit_patterns(op, ref):
+    x = np.array([[0x7F00_0001, -2, 0x0F0F_0F0F], [-1, 0x1234_5678, 0]], np.int32)
+    got = reduce(x, op, 1, (2, 1), dst_dtype=np.int32)
+    np.testing.assert_array_equal(got[:, 0], ref(x, axis=1))
+
+
+def test_tensor_reduce_int32_arith_goes_through_fp32():
+    x = np.array([[16777216, 1]], np.int32)
+    got = reduce(x, nl.add, 1, (1, 1), dst_dtype=np.int32)
+    assert got[0, 0] == 16777216          # fp32 math: 2^24 + 1 rounds to 2^24
+
+
+def test_tensor_reduce_axis_0_illegal():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_reduce: axis \(0, 1\) includes the partition dim 0, "
+                                         r"which cannot be reduced" + LOC):
+        reduce(np.ones((2, 3), np.float32), nl.add, [0, 1], (1, 1))
+
+
+def test_tensor_reduce_axes_must_be_trailing():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_reduce: axis \(1,\) must be trailing free dims ending at "
+                                         r"the last dim 2 of data \(2, 3, 4\)" + LOC):
+        reduce(np.ones((2, 3, 4), np.float32), nl.add, 1, (2, 4))
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_reduce: axis \(1, 3\) must be trailing free dims"):
+        reduce(np.ones((2, 3, 4, 5), np.float32), nl.add, (1, 3), (2, 4))
+
+
+def test_tensor_reduce_dst_size_must_match():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_reduce: dst has 4 elements per partition, reducing axis "
+                                         r"\(2,\) of data \(2, 3, 4\) gives 3 \(shape \(2, 3\)\)" + LOC):
+        reduce(np.ones((2, 3, 4), np.float32), nl.add, 2, (2, 4))
+
+
+def test_tensor_reduce_bitvec_needs_ints_and_no_negate():
+    with pytest.raises(DtypeError, match=r"^nisa\.tensor_reduce: data dtype float32 is not an integer dtype, "
+                                         r"which bitvec op bitwise_or needs" + LOC):
+        reduce(np.ones((2, 3), np.float32), nl.bitwise_or, 1, (2, 1), dst_dtype=np.int32)
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_reduce: negate=True needs an arithmetic op, got bitvec "
+                                       r"op bitwise_or" + LOC):
+        reduce(np.ones((2, 3), np.int32), nl.bitwise_or, 1, (2, 1), dst_dtype=np.int32, negate=True)
+
+
+def test_tensor_reduce_op_must_be_a_reduction():
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_reduce: op divide is not a reduction operator; expected "
+                                       r"one of add, .*" + LOC):
+        reduce(np.ones((2, 3), np.float32), nl.divide, 1, (2, 1))
+
+
+def test_tensor_reduce_psum_input():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def kernel(x):
+        d = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_reduce(dst=d, op=nl.add, data=ps(x), axis=[1], keepdims=True)
+        return d
+    np.testing.assert_array_equal(simulate(kernel, x), [[3], [12]])
+
+
+# ---- tensor_partition_reduce --------------------------------------------------------------------
+
+def preduce(x, op, dst_dtype=np.float32, dst_p=1):
+    def kernel(x):
+        d = nl.ndarray((dst_p,) + x.shape[1:], dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(d, op, sb(x))
+        return d
+    return simulate(kernel, x, target="trn2")
+
+
+@pytest.mark.parametrize("op, ref", [
+    (nl.add, lambda x: x.sum(axis=0, keepdims=True)),
+    (nl.average, lambda x: x.sum(axis=0, keepdims=True) / np.float32(x.shape[0])),
+    (nl.maximum, lambda x: x.max(axis=0, keepdims=True)), (nl.max, lambda x: x.max(axis=0, keepdims=True)),
+])
+def test_tensor_partition_reduce_arith(rng, op, ref):
+    x = rng.integers(-8, 8, (16, 2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(preduce(x, op), ref(x))
+
+
+@pytest.mark.parametrize("op, ref", [(nl.bitwise_or, np.bitwise_or), (nl.bitwise_and, np.bitwise_and)])
+def test_tensor_partition_reduce_bitvec(rng, op, ref):
+    x = rng.integers(-2**31, 2**31, (8, 5), dtype=np.int64).astype(np.int32)
+    np.testing.assert_array_equal(preduce(x, op, np.int32), ref.reduce(x, axis=0, keepdims=True))
+
+
+def test_tensor_partition_reduce_int32_add_is_exact():
+    # Decision: GpSimd integer math for int32 add/maximum (fp32 would round 2^24 + 1).
+    x = np.array([[2**24], [1], [2]], np.int32)
+    np.testing.assert_array_equal(preduce(x, nl.add, np.int32), [[2**24 + 3]])
+
+
+def test_tensor_partition_reduce_sbuf_only():
+    x = np.ones((4, 2), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(d, nl.add, ps(x))
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_partition_reduce: data is in psum; must be in "
+                                               r"sbuf" + LOC):
+        simulate(kernel, x)
+
+
+def test_tensor_partition_reduce_dst_shape():
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_partition_reduce: dst partition dim 2 must be 1" + LOC):
+        preduce(np.ones((4, 2), np.float32), nl.add, dst_p=2)
+
+
+def test_tensor_partition_reduce_op_set():
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_partition_reduce: op minimum is not supported; expected "
+                                       r"one of add, average, maximum, bitwise_or, bitwise_and" + LOC):
+        preduce(np.ones((4, 2), np.float32), nl.minimum)
+
+
+# ---- tensor_scalar_reduce -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduce_op, ref", [
+    (nl.add, np.sum), (nl.sum, np.sum), (nl.multiply, np.prod), (nl.max, np.max), (nl.min, np.min),
+])
+def test_tensor_scalar_reduce_ops(rng, reduce_op, ref):
+    x = rng.integers(-3, 4, (4, 2, 3)).astype(np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.subtract, 1.0, reduce_op, r)
+        return d, r
+    d, r = simulate(kernel, x)
+    y = x - np.float32(1)
+    np.testing.assert_array_equal(d, y)
+    np.testing.assert_array_equal(r[:, 0], ref(y.reshape(4, 6), axis=1))
+
+
+def test_tensor_scalar_reduce_chains_load_reduce_and_negate(rng):
+    x = rng.integers(-4, 5, (3, 4)).astype(np.float32)
+    init = np.array([[100], [200], [300]], np.float32)
+    c = np.array([[1], [2], [3]], np.float32)
+
+    def kernel(x, init, c):
+        d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        r1 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r2 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.multiply, sb(c), nl.add, reduce_cmd=RC.load_reduce,
+                                  reduce_init=sb(init))
+        nisa.tensor_scalar_reduce(d, sb(x), nl.multiply, sb(c), nl.add, r1, reduce_cmd=RC.reduce)
+        nisa.tensor_scalar_reduce(dst=d, data=sb(x), op0=nl.add, operand0=0.0, reduce_op=nl.add,
+                                  reduce_res=r2, reduce_cmd=RC.load_reduce, reduce_init=1.0,
+                                  reduce_res_negate=True)
+        return r1, r2
+    r1, r2 = simulate(kernel, x, init, c)
+    s = (x * c).sum(axis=1)
+    np.testing.assert_array_equal(r1[:, 0], init[:, 0] + 2 * s)
+    np.testing.assert_array_equal(r2[:, 0], -(1 + x.sum(axis=1)))
+
+
+def test_tensor_scalar_reduce_max_resets_to_minus_inf():
+    # Decision: reset_reduce resets to the identity of reduce_op (docs say 0).
+    x = np.array([[-5, -3, -9]], np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.abs, None, nl.maximum, r)
+        r2 = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.add, 0.0, nl.maximum, r2)
+        return r, r2
+    r, r2 = simulate(kernel, x)
+    assert r[0, 0] == 9 and r2[0, 0] == -3
+
+
+def test_tensor_scalar_reduce_shares_the_vector_accumulator_with_exponential():
+    x = np.zeros((2, 3), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(d, sb(x), reduce_cmd=RC.reset_reduce)               # acc = 3 (exp(0) * 3)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.add, 2.0, nl.add, r, reduce_cmd=RC.reduce)
+        return r
+    np.testing.assert_array_equal(simulate(kernel, x, target="trn3"), [[9], [9]])
+
+
+@pytest.mark.parametrize("kw, exc, msg", [
+    (dict(reverse0=True), UnsupportedError, r"reverse0=True is not supported yet \(per the NKI docs\)"),
+    (dict(reduce_cmd=RC.idle), UnsupportedError,
+     r"reduce_cmd idle is not supported; expected one of reset_reduce, reduce, load_reduce"),
+    (dict(reduce_cmd=RC.load_reduce), NkiError, r"reduce_init is required when reduce_cmd is load_reduce"),
+    (dict(reduce_init=1.0), NkiError,
+     r"reduce_init must be None unless reduce_cmd is load_reduce, got reduce_cmd reset_reduce"),
+    (dict(reduce_op=nl.subtract), NkiError,
+     r"reduce_op subtract is not supported; expected one of add, multiply, maximum, minimum"),
+    (dict(op0=nl.bitwise_and), DtypeError,
+     r"op0 bitwise_and is a bitvec operator; only arithmetic operators are supported"),
+])
+def test_tensor_scalar_reduce_rules(kw, exc, msg):
+    x = np.ones((2, 3), np.float32)
+    args = dict(op0=nl.add, operand0=1.0, reduce_op=nl.add) | kw
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=sb(x), reduce_res=r, **args)
+    with pytest.raises(exc, match=r"^nisa\.tensor_scalar_reduce: " + msg + LOC):
+        simulate(kernel, x)
+
+
+def test_tensor_scalar_reduce_reduce_res_shape():
+    x = np.ones((2, 3), np.float32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.add, 1.0, nl.add, d)
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_scalar_reduce: reduce_res must be a scalar or a "
+                                         r"\(2, 1\) tensor, got shape \(2, 3\)" + LOC):
+        simulate(kernel, x)
+
+
+@settings(max_examples=20, deadline=None)
+@given(p=st.integers(1, 128), f=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_tensor_reduce_max_matches_numpy_for_any_tile(p, f, seed):
+    x = np.random.default_rng(seed).standard_normal((p, f)).astype(BF16)
+    got = reduce(x, nl.maximum, 1, (p, 1), dst_dtype=BF16)
+    np.testing.assert_array_equal(got[:, 0].view(np.uint16), x.max(axis=1).view(np.uint16))
