@@ -95,3 +95,67 @@ def test_operator_spelling_of_the_add_kernel():
         return c
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(nki.simulate(kernel)(a, a * 3), a * 4)
+
+
+QUICKSTART_SRC = '''
+import nki
+import nki.language as nl
+import nki.isa as nisa
+
+@nki.jit(platform_target="trn1")
+def nki_tensor_add_kernel(a_input, b_input):
+    """
+    NKI kernel to compute element-wise addition of two input tensors.
+    """
+
+    # Check both input tensor shapes are the same for element-wise operation.
+    assert a_input.shape == b_input.shape
+
+    # Check the first dimension's size to ensure it does not exceed on-chip
+    # memory tile size, since this simple kernel does not tile inputs.
+    assert a_input.shape[0] <= nl.tile_size.pmax
+
+    # Allocate space for the input tensors in SBUF and copy the inputs from HBM
+    # to SBUF with DMA copy. Note: 'sbuf' is a keyword in NKI.
+    a_tile = sbuf.view(dtype=a_input.dtype, shape=a_input.shape)
+    nisa.dma_copy(dst=a_tile, src=a_input)
+
+    b_tile = sbuf.view(dtype=b_input.dtype, shape=b_input.shape)
+    nisa.dma_copy(dst=b_tile, src=b_input)
+
+    # Allocate space for the result and use tensor_tensor to perform
+    # element-wise addition. Note: the first argument of 'tensor_tensor'
+    # is the destination tensor.
+    c_tile = sbuf.view(dtype=a_input.dtype, shape=a_input.shape)
+    nisa.tensor_tensor(dst=c_tile, data1=a_tile, data2=b_tile, op=nl.add)
+
+    # Create a tensor in HBM and copy the result into HBM. Note: Simlar to
+    # 'sbuf', 'hbm' is a keyword in NKI.
+    c_output = hbm.view(dtype=a_input.dtype, shape=a_input.shape)
+    nisa.dma_copy(dst=c_output, src=c_tile)
+
+    # Return kernel output as function output.
+    return c_output
+'''
+
+
+def test_current_docs_quickstart_with_bare_sbuf_and_hbm_keywords(tmp_path, monkeypatch):
+    """nki/get-started/quickstart-implement-run-kernel.rst, verbatim: `sbuf`/`hbm` are keywords."""
+    (tmp_path / "add_kernel.py").write_text(QUICKSTART_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    mod = importlib.import_module("add_kernel")
+    a = np.ones((4, 3), dtype=np.float16)
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    c = mod.nki_tensor_add_kernel(a, a)
+    np.testing.assert_array_equal(c, np.full((4, 3), 2, np.float16))
+    assert "sbuf" not in vars(mod)          # the module was not modified
+
+
+def test_docs_assert_on_tile_equality_runs():
+    def kernel(a):
+        t = nl.load(a)
+        assert nl.equal(t + t, t * 2)
+        assert not nl.equal(t, t + 1)
+        return a
+    nki.simulate(kernel)(np.arange(6, dtype=np.float32).reshape(2, 3))

@@ -91,9 +91,15 @@ def promote(a, b) -> np.dtype:
     return _dt.float32 if u.itemsize == 4 else np.dtype(f"i{2 * u.itemsize}")
 
 
-def _broadcast_shape(op, x, y):
+def _out_dtype(dtype, default):
+    """``dtype`` as an NKI dtype (``default`` when None); an unknown one is left for allocate to reject."""
+    if dtype is None:
+        return np.dtype(default)
+    return _dt.as_dtype(dtype) or dtype
+
+
+def _broadcast_shape(op, xs, ys):
     """Same rank; partition dims equal; free dims equal or 1 (numpy rule without prepending)."""
-    xs, ys = x.shape, y.shape
     if xs == ys:
         return xs
     ok = len(xs) == len(ys) and xs[0] == ys[0] and builtins.all(
@@ -117,14 +123,17 @@ def _expand(t, shape):
 def _binary(name, x, y, dtype=None):
     """``op(x, y)``: tile-tile -> nisa.tensor_tensor (a (P, 1) operand -> tensor_scalar; other free-dim
     broadcasts use stride-0 views); tile-scalar -> nisa.tensor_scalar (``reverse0`` when x is the scalar).
-    Decision: a scalar never promotes the result dtype (default: the tile's dtype)."""
+    Decision: a scalar never promotes the result dtype (default: the tile's dtype).
+    ``abs_max``/``abs_min`` need NeuronCore-v4 (trn3) or newer (as documented)."""
     op = f"nl.{name}"
     t = _target(op)
+    if name in _TRN3_ONLY and t.nc_version < 4:
+        raise UnsupportedError(op, f"needs trn3 or newer, not {t.name}")
     if _is_tile(x) and _is_tile(y):
         _tile(op, "x", x, t)
         _tile(op, "y", y, t)
-        shape = _broadcast_shape(op, x, y)
-        dst = _new(shape, dtype or promote(x.dtype, y.dtype), op)
+        shape = _broadcast_shape(op, x.shape, y.shape)
+        dst = _new(shape, _out_dtype(dtype, promote(x.dtype, y.dtype)), op)
         if x.shape == y.shape:
             _tensor_tensor(dst=dst, data1=x, data2=y, op=name)
         elif y.free_size == 1 and x.shape == shape:
@@ -139,7 +148,7 @@ def _binary(name, x, y, dtype=None):
     tile, scalar, reverse = (x, y, False) if _is_tile(x) else (y, x, True)
     _tile(op, "y" if reverse else "x", tile, t)
     _check_scalar(op, "x" if reverse else "y", scalar)
-    dst = _new(tile.shape, dtype or tile.dtype, op)
+    dst = _new(tile.shape, _out_dtype(dtype, tile.dtype), op)
     _tensor_scalar(dst=dst, data=tile, op0=name, operand0=scalar, reverse0=reverse)
     return dst
 
@@ -148,7 +157,7 @@ def _unary_alu(name, x, dtype=None, engine=_engine.unknown):
     """A unary ALU operator on the Vector engine (nisa.tensor_scalar)."""
     op = f"nl.{name}"
     _tile(op, "x", x)
-    dst = _new(x.shape, dtype or x.dtype, op)
+    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
     _tensor_scalar(dst=dst, data=x, op0=name, operand0=None, engine=engine)
     return dst
 
@@ -157,7 +166,7 @@ def _unary_act(name, x, dtype=None, buffer=sbuf):
     """An activation function on the Scalar engine (nisa.activation), fp32 inside."""
     op = f"nl.{name}"
     _tile(op, "x", x)
-    dst = _new(x.shape, dtype or x.dtype, op, buffer)
+    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op, buffer)
     _activation(dst=dst, op=name, data=x)
     return dst
 
@@ -166,7 +175,7 @@ def _unary_direct(name, fn, x, dtype=None):
     """No nisa op computes ``fn`` exactly: compute it on the fp32 values, round once into dtype."""
     op = f"nl.{name}"
     _tile(op, "x", x)
-    dst = _new(x.shape, dtype or x.dtype, op)
+    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
     access.write(dst, fn(access.read_f32(x)))
     trace.emit(op, dst=dst, data=x)
     return dst
@@ -191,6 +200,7 @@ _UNARY_ALU = ("abs", "square", "relu", "reciprocal", "negative", "logical_not", 
 _UNARY_ACT = ("exp", "log", "sqrt", "sin", "cos", "tan", "arctan", "sign", "tanh", "sigmoid", "silu",
               "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
               "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx")
+_TRN3_ONLY = frozenset(("abs_max", "abs_min"))
 _UNARY_DIRECT = {"ceil": np.ceil, "floor": np.floor, "trunc": np.trunc}
 
 
@@ -228,7 +238,7 @@ def load(src, dtype=None):
     op = "nl.load"
     rules.tensor(op, "src", src)
     rules.on_chip(op, "src", src, HBM)
-    dst = _new(src.shape, dtype or src.dtype, op)
+    dst = _new(src.shape, _out_dtype(dtype, src.dtype), op)
     _dma_copy(dst=dst, src=src)
     return dst
 
@@ -263,7 +273,7 @@ def load_transpose2d(src, dtype=None):
     rules.on_chip(op, "src", src, HBM)
     if src.ndim != 2:
         raise ShapeError(op, f"src must be 2-D, got shape {src.shape}")
-    dst = _new(src.shape[::-1], dtype or src.dtype, op)
+    dst = _new(src.shape[::-1], _out_dtype(dtype, src.dtype), op)
     _dma_copy(dst=dst, src=src.permute((1, 0)))
     return dst
 
@@ -282,7 +292,7 @@ def transpose(x, dtype=None):
         raise ShapeError(op, f"x must be a 2-D tile, got shape {x.shape}")
     out = _new(x.shape[::-1], x.dtype, op, psum)
     _nc_transpose(dst=out, data=x)
-    if dtype is not None and np.dtype(dtype) != x.dtype:
+    if dtype is not None and _out_dtype(dtype, x.dtype) != x.dtype:
         cast = _new(out.shape, dtype, op, psum)
         _tensor_copy(dst=cast, src=out)
         out = cast
@@ -324,10 +334,11 @@ def _axes(op, x, axis):
         axes = tuple(sorted(int(a) + n if int(a) < 0 else int(a) for a in raw))
     except (TypeError, ValueError):
         raise ShapeError(op, f"axis must be an int or a list of ints, got {axis!r}") from None
-    if not axes or axes != tuple(range(axes[0], n)) or axes[0] < 1:
-        options = ", ".join(str(list(range(k, n))) for k in range(1, n))
-        raise ShapeError(op, f"axis {axis!r} must be trailing free dims of a {n}-D tile ({options or 'none'}); "
-                             f"the partition dim 0 cannot be reduced")
+    if axes and axes[0] == 0:
+        raise ShapeError(op, f"axis {axis!r} includes the partition dim 0, which cannot be reduced")
+    if not axes or axes != tuple(range(axes[0], n)):
+        options = " or ".join(str(list(range(k, n))) for k in range(1, n))
+        raise ShapeError(op, f"axis {axis!r} must be trailing free dims of a {n}-D tile ({options or 'none'})")
     return axes
 
 
@@ -343,7 +354,7 @@ def _make_reduce(name, alu_op):
     def fn(x, axis, dtype=None, keepdims=False):
         op = f"nl.{name}"
         _tile(op, "x", x)
-        return _reduce_to(op, alu_op, x, _axes(op, x, axis), dtype or x.dtype, keepdims)
+        return _reduce_to(op, alu_op, x, _axes(op, x, axis), _out_dtype(dtype, x.dtype), keepdims)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"``{name}`` of x over the trailing free ``axis`` via nisa.tensor_reduce({alu_op}); a new "
                   f"SBUF tile of ``dtype`` (default x's); ``keepdims`` keeps size-1 dims.")
@@ -357,7 +368,7 @@ def mean(x, axis, dtype=None, keepdims=False):
     _tile(op, "x", x)
     axes = _axes(op, x, axis)
     s = _reduce_to(op, "add", x, axes, _f32, keepdims)
-    dst = _new(s.shape, dtype or x.dtype, op)
+    dst = _new(s.shape, _out_dtype(dtype, x.dtype), op)
     _tensor_scalar(dst=dst, data=s, op0="divide", operand0=float(math.prod(x.shape[a] for a in axes)))
     return dst
 
@@ -372,7 +383,7 @@ def var(x, axis, dtype=None, keepdims=False):
     m = mean(x, axes, _f32, keepdims=True)
     d = _binary("subtract", x, m, _f32)
     sq = _binary("multiply", d, d, _f32)
-    return mean(sq, axes, dtype or x.dtype, keepdims=True)
+    return mean(sq, axes, _out_dtype(dtype, x.dtype), keepdims=True)
 
 
 def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
@@ -383,7 +394,7 @@ def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
     axes = _axes(op, x, axis)
     nz = _new(x.shape, _f32, op)
     _tensor_scalar(dst=nz, data=x, op0="not_equal", operand0=0.0)
-    return _reduce_to(op, "minimum", nz, axes, dtype or x.dtype, False)
+    return _reduce_to(op, "minimum", nz, axes, _out_dtype(dtype, x.dtype), False)
 
 
 def softmax(x, axis=-1, dtype=None):
@@ -396,7 +407,7 @@ def softmax(x, axis=-1, dtype=None):
     m = _reduce_to(op, "maximum", x, axes, _f32, True)
     e = _unary_act("exp", _binary("subtract", x, m, _f32), _f32)
     s = _reduce_to(op, "add", e, axes, _f32, True)
-    return _binary("divide", e, s, dtype or x.dtype)
+    return _binary("divide", e, s, _out_dtype(dtype, x.dtype))
 
 
 def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
@@ -411,14 +422,14 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
     op = "nl.rms_norm"
     _tile(op, "x", x)
     _tile(op, "w", w)
-    cdt = compute_dtype or _f32
+    cdt = _out_dtype(compute_dtype, _f32)
     axes = _axes(op, x, axis)
     sq = _binary("multiply", x, x, cdt)
     s = _reduce_to(op, "add", sq, axes, cdt, True)
     ms = _new(s.shape, cdt, op)
     _tensor_scalar(dst=ms, data=s, op0="divide", operand0=float(n), op1="add", operand1=float(epsilon))
     rms = _unary_act("sqrt", ms, cdt)
-    return _binary("multiply", _binary("divide", x, rms, cdt), w, dtype or x.dtype)
+    return _binary("multiply", _binary("divide", x, rms, cdt), w, _out_dtype(dtype, x.dtype))
 
 
 # ---- selection and shape -----------------------------------------------------------------------
@@ -438,26 +449,20 @@ def where(condition, x, y, dtype=None):
     for name, v in (("x", x), ("y", y)):
         if _is_tile(v):
             _tile(op, name, v, t)
-            shape = _broadcast_shape(op, _Shape(shape), v)
+            shape = _broadcast_shape(op, shape, v.shape)
         else:
             _check_scalar(op, name, v)
-    out_dt = np.dtype(dtype or (x.dtype if _is_tile(x) else y.dtype if _is_tile(y) else condition.dtype))
+    out_dt = _out_dtype(dtype, x.dtype if _is_tile(x) else y.dtype if _is_tile(y) else condition.dtype)
     dst = _new(shape, out_dt, op)
-    same = builtins.all(not _is_tile(v) or v.dtype == out_dt for v in (x, y))
+    raw = builtins.all(v.dtype == out_dt if _is_tile(v) else not isinstance(v, float) for v in (x, y))
 
-    def values(v):
+    def values(v):          # same-dtype tiles (and int scalars) copy exactly; otherwise via fp32
         if _is_tile(v):
-            return access.read_raw(v) if same else access.read_f32(v)
-        return np.asarray(v, dtype=out_dt if same and _dt.is_int(out_dt) else F32)
+            return access.read_raw(v) if raw else access.read_f32(v)
+        return np.asarray(v) if raw else np.asarray(v, F32)
     access.write(dst, np.where(access.read_f32(condition) != 0, values(x), values(y)))
     trace.emit(op, dst=dst, data=condition)
     return dst
-
-
-class _Shape:
-    """A shape-only stand-in for ``_broadcast_shape``."""
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def broadcast_to(x, shape, dtype=None):
@@ -470,7 +475,7 @@ def broadcast_to(x, shape, dtype=None):
     t = _target(op)
     _tile(op, "x", x, t)
     shape = tuple(int(s) for s in shape)
-    out_dt = np.dtype(dtype or x.dtype)
+    out_dt = _out_dtype(dtype, x.dtype)
     if shape == x.shape and out_dt == x.dtype:
         return x
     if len(shape) != x.ndim or builtins.any(a != b and a != 1 for a, b in zip(x.shape, shape)):
@@ -511,7 +516,7 @@ def gather_flattened(data, indices, axis=0, dtype=None):
     bad = (idx < 0) | (idx >= f)
     if bad.any():
         raise BoundsError(op, f"index {int(idx[bad][0])} is outside 0:{f} (data elements per partition)")
-    out_dt = np.dtype(dtype or data.dtype)
+    out_dt = _out_dtype(dtype, data.dtype)
     src = access.read_raw(data) if out_dt == data.dtype else access.read_f32(data)
     dst = _new(indices.shape, out_dt, op)
     access.write(dst, np.take_along_axis(src.reshape(data.shape[0], f), idx, axis=1))
@@ -565,7 +570,7 @@ def inplace(name, x, y):
     _tile(op, "x", x, t)
     if _is_tile(y):
         _tile(op, "y", y, t)
-        if _broadcast_shape(op, x, y) != x.shape:
+        if _broadcast_shape(op, x.shape, y.shape) != x.shape:
             raise ShapeError(op, f"y shape {y.shape} does not broadcast to x shape {x.shape}")
         other = access.read_f32(y)
     elif isinstance(y, (bool, int, float, np.number)):

@@ -20,6 +20,12 @@ class MemoryRegion(str, enum.Enum):
 
     __repr__ = __str__
 
+    def view(self, dtype, shape=None, name: str = "", size=None, **ignored):
+        """``sbuf.view(dtype=..., shape=...)``: a new uninitialised tensor in this buffer (the
+        official quick start's spelling of ``nl.ndarray(shape, dtype, buffer=...)``)."""
+        from .access import allocate
+        return allocate(shape if shape is not None else size, dtype, self, name, op=f"{self.value}.view")
+
 
 sbuf = MemoryRegion.sbuf
 psum = MemoryRegion.psum

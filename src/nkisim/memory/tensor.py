@@ -122,8 +122,9 @@ class NkiTensor:
                 + (f", name={self.name!r}" if self.name else "") + ")")
 
     def __bool__(self):
-        raise TypeError("an NkiTensor has no truth value on the device; compare its contents with "
-                        "nisa ops, or load a value into a register")
+        """Decision: True iff every element is nonzero, so the docs' ``assert nl.equal(c, want)``
+        examples run in simulation (a compiled kernel cannot branch on tile values)."""
+        return bool(np.all(self.np()))
 
     # ---- Python operators: the nl tile functions (language.tile, imported lazily) ------------
     # a + b, a * 2, -a, a < b, ... return new SBUF tiles; a += b writes into a. ``==`` is

@@ -7,9 +7,12 @@ Imports memory, state, config, arch, errors; never torch (torch tensors go throu
 """
 from __future__ import annotations
 
+import builtins
 import contextvars
+import functools
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 import numpy as np
@@ -19,7 +22,7 @@ from ..checks import races
 from ..config import Settings
 from ..errors import DeadlockError, NkiError, UnsupportedError
 from ..memory import access
-from ..memory.buffers import private_hbm, shared_hbm
+from ..memory.buffers import private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 
 # Converters for array types other than NumPy, keyed by the type's top-level module name. Each entry
@@ -125,6 +128,47 @@ def _unbind(value, by_alloc, kind):
     return value
 
 
+# Names the NKI tracer provides inside every kernel (the official quick start uses ``sbuf.view``).
+_KERNEL_KEYWORDS = {"sbuf": sbuf, "psum": psum, "hbm": private_hbm, "private_hbm": private_hbm,
+                    "shared_hbm": shared_hbm}
+
+
+class _KernelGlobals(dict):
+    """A kernel's globals plus the NKI keywords it uses without defining (module names win)."""
+
+    def __init__(self, module_globals):
+        super().__init__()
+        self.module_globals = module_globals
+
+    def __missing__(self, key):
+        try:
+            return self.module_globals[key]
+        except KeyError:
+            if key in _KERNEL_KEYWORDS:
+                return _KERNEL_KEYWORDS[key]
+            raise
+
+
+def _with_keywords(func):
+    """``func`` itself, or (only when its code uses an NKI keyword its module does not define) a
+    copy whose global lookups also see the keywords. The module is never modified."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return func
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    g = func.__globals__
+    missing = [n for n in _KERNEL_KEYWORDS if n in names and n not in g and not hasattr(builtins, n)]
+    if not missing:
+        return func
+    clone = types.FunctionType(code, _KernelGlobals(g), func.__name__, func.__defaults__, func.__closure__)
+    clone.__kwdefaults__ = func.__kwdefaults__
+    return functools.update_wrapper(clone, func)
+
+
 def _report(func, found) -> None:
     """Print every finding of a findings="all" run, grouped by rule (error class), to stderr."""
     groups: dict = {}
@@ -156,6 +200,7 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     if lnc > target.lnc_max:
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
                                           f"{target.name} has {target.lnc_max}", where="?")
+    func = _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
     buffer = shared_hbm if lnc > 1 else private_hbm
     bound: list = []
