@@ -308,6 +308,13 @@ def test_tensor_copy_predicated_scalar_into_bf16_rounds_once(rng):
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_tensor_copy_predicated_scalar_keeps_unselected_bits_exactly():
+    bits = np.array([[0x7F81, 0xFFC3, 0x8000, 0x3F80]], np.uint16)      # bf16 NaN payloads, -0.0
+    pred = np.array([[0, 0, 0, 1]], np.uint8)
+    got = run_predicated(bits.view(BF16), pred, 2.0)
+    assert got.view(np.uint16).tolist() == [[0x7F81, 0xFFC3, 0x8000, 0x4000]]
+
+
 def test_tensor_copy_predicated_float_predicate_rejected():
     x = np.zeros((2, 2), np.float32)
     with pytest.raises(DtypeError, match=err("tensor_copy_predicated", "predicate dtype float32 is not "

@@ -235,6 +235,17 @@ def test_match_replace8_int_data_is_exact_and_dst_may_differ_in_dtype():
     np.testing.assert_array_equal(dst.view(np.uint16), want.view(np.uint16))
 
 
+def test_match_replace8_unreplaced_elements_keep_their_bits():
+    bits = np.array([[0x7F81, 0x3F80, 0x4000, 0xFFC3, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x8000]],
+                    np.uint16)                                          # NaN payloads and -0.0
+    x = bits.view(BF16)
+    vals = np.array([[1, 2, 3, 4, 5, 6, 7, 100]], np.float32).astype(BF16)
+    got = run_replace(x, vals, 0.5, with_idx=False)
+    want = bits.copy()
+    want[0, [1, 2, 4, 5, 6, 7, 8]] = 0x3F00
+    assert got.view(np.uint16).tolist() == want.tolist()
+
+
 def test_match_replace8_shape_rules():
     data = np.zeros((2, 9), np.float32)
     vals = np.zeros((2, 8), np.float32)

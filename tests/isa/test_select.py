@@ -101,6 +101,13 @@ def test_affine_select_same_int_dtype_is_exact():
     np.testing.assert_array_equal(got, np.where(np.arange(4) - 2 < 0, x, -1))
 
 
+def test_affine_select_same_float_dtype_keeps_nan_payloads():
+    bits = np.array([[0x7F81, 0xFFC3, 0x7F82, 0x3F80]] * 2, np.uint16)
+    got = run_affine(bits.view(BF16), [[1, 4]], 0, 0.1, nl.less, offset=-3)
+    want = np.where(np.arange(4) < 3, bits, np.float32(0.1).astype(BF16).view(np.uint16))
+    assert got.view(np.uint16).tolist() == want.tolist()
+
+
 def test_affine_select_offset_from_register(rng):
     class Reg:
         value = 3

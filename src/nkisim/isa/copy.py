@@ -91,6 +91,14 @@ _PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
 _INT32 = np.iinfo(np.int32)
 
 
+def stored_scalar(dst, value) -> np.ndarray:
+    """The fp32 immediate ``value`` rounded once into ``dst``'s storage dtype, so that it can be
+    merged (np.where) with elements of ``dst``'s dtype that must keep their exact bits."""
+    precise = dst.alloc.storage.dtype != np.float32 or dst.dtype == _dt.float32
+    v = np.float64(value) if _dt.is_int(dst.dtype) else np.float32(value)
+    return _dt.round_into(np.asarray(v), dst.dtype, precise)
+
+
 def int32_param(op: str, name: str, value) -> int:
     """A compile-time int32 (``offset``, ``channel_multiplier``); ``offset`` may also be a runtime
     register (``.value``) or a 1-element integer tensor."""
@@ -196,12 +204,8 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     if reverse_pred:
         mask = ~mask
     old = read_raw(dst, hooks=False)          # kept elements are not an engine read
-    if isinstance(src, NkiTensor):
-        values = np.where(mask, read_raw(src).reshape(dst.shape), old)
-    elif _dt.is_int(dst.dtype) or dst.dtype == _dt.bool_:
-        values = np.where(mask, np.float64(src), old.astype(np.float64))
-    else:
-        values = np.where(mask, np.float32(src), old.astype(np.float32))
+    new = read_raw(src).reshape(dst.shape) if isinstance(src, NkiTensor) else stored_scalar(dst, src)
+    values = np.where(mask, new, old)
     write(dst, values)
     trace.emit(op, dst=dst, src=src, predicate=predicate, engine=_engine.vector)
     return NkiInstruction(op, name)

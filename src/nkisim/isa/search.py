@@ -14,6 +14,7 @@ from ..checks import rules
 from ..errors import DtypeError, ShapeError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
+from .copy import stored_scalar
 from .enums import NkiInstruction
 from .operands import pf, target
 
@@ -82,8 +83,8 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     Shapes: data (P, F...) at most 5 dims and at most 16384 elements per partition; dst like data
     (same partitions and elements per partition); vals (P, ...) at most 3 dims with 8 elements
     per partition; dst_idx (P, ...) with 8 elements per partition.
-    Dtypes: ``imm`` an fp32 scalar; dst values rounded once into dst.dtype (unreplaced integer
-    elements exactly); dst_idx an integer dtype. Buffers: SBUF or PSUM.
+    Dtypes: ``imm`` an fp32 scalar rounded once into dst.dtype; unreplaced elements keep their
+    bits when dst.dtype == data.dtype, else go via fp32; dst_idx an integer dtype. Buffers: SBUF or PSUM.
     Raises: ShapeError, DtypeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_match_replace8), v2.32 API page.
     """
@@ -107,10 +108,12 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
             raise DtypeError(op, f"dst_idx dtype {_dt.name(dst_idx.dtype)} is not an integer dtype")
     x = pf(read_f32(data))
     pos = _match(x, pf(read_f32(vals)), reverse=True)
-    raw = pf(read_raw(data))
-    out = raw.astype(np.float64) if _dt.is_int(raw.dtype) else x.copy()
+    if data.dtype == dst.dtype:               # unreplaced elements keep their bits
+        out, fill = pf(read_raw(data)).copy(), stored_scalar(dst, imm)
+    else:
+        out, fill = x.copy(), F32(imm)
     rows, cols = np.nonzero(pos >= 0)
-    out[rows, pos[rows, cols]] = F32(imm)
+    out[rows, pos[rows, cols]] = fill
     write(dst, out)
     if dst_idx is not None:
         ones = np.iinfo(dst_idx.dtype).max if dst_idx.dtype.kind == "u" else -1

@@ -16,7 +16,7 @@ from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
-from .copy import affine_values
+from .copy import affine_values, stored_scalar
 from .enums import NkiInstruction, as_enum, reduce_cmd as _cmd
 from .operands import column_f32, pf, target
 
@@ -39,8 +39,8 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     (equal, not_equal, less, less_equal, greater, greater_equal).
     Shapes: dst, on_true_tile same partitions (<= pmax) and elements per partition.
     Buffers: dst and on_true_tile in SBUF (GpSimd). Dtypes: ``on_false_value`` an fp32 scalar;
-    selected on_true elements are copied bit-exactly when dtypes match (Decision), otherwise via
-    fp32; everything is rounded once into dst.dtype.
+    selected on_true elements keep their exact bits when dtypes match (Decision: a copy, NaN
+    payloads included), otherwise go via fp32; the fill is rounded once into dst.dtype.
     Raises: ShapeError, DtypeError, MemorySpaceError, NkiError (cmp_op not a comparison).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (affine_select).
     """
@@ -58,7 +58,10 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     p = dst.shape[0]
     a = affine_values(op, pattern, offset, channel_multiplier, p, dst.free_size)
     mask = row.fn(a, np.int32(0)).astype(bool)
-    values = np.where(mask, _true_values(on_true_tile, dst), fill)
+    if on_true_tile.dtype == dst.dtype:       # selected elements keep their bits
+        values = np.where(mask, pf(read_raw(on_true_tile)), stored_scalar(dst, fill))
+    else:
+        values = np.where(mask, pf(read_f32(on_true_tile)), fill)
     write(dst, values)
     trace.emit(op, dst=dst, on_true_tile=on_true_tile, cmp_op=row.name)
     return NkiInstruction(op, name)
@@ -181,14 +184,6 @@ def _scalar(op, name, v) -> F32:
     if isinstance(v, NkiTensor) or np.ndim(v) != 0:
         raise ShapeError(op, f"{name} must be a scalar, got {type(v).__name__}")
     return F32(v)
-
-
-def _true_values(src: NkiTensor, dst: NkiTensor) -> np.ndarray:
-    """``src`` as (P, F) values for a select into ``dst``: exact when dtypes match, else fp32."""
-    if src.dtype == dst.dtype:
-        raw = pf(read_raw(src))
-        return raw.astype(np.float64) if _dt.is_int(raw.dtype) else pf(read_f32(src))
-    return pf(read_f32(src))
 
 
 def _max_only(op, reduce_op):

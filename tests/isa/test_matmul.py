@@ -1,0 +1,331 @@
+"""nisa.nc_matmul: values against fp32 NumPy, PSUM accumulation flags, transpose and double-row
+modes, tiling, every shape/dtype/buffer rule."""
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
+from conftest import simulate
+
+BF16 = ml_dtypes.bfloat16
+FP8 = ml_dtypes.float8_e4m3
+
+
+def err(what):
+    return rf"^nisa\.nc_matmul: {re.escape(what)} \(test_matmul\.py:\d+\)$"
+
+
+def ints(rng, shape, dtype, lo=-4, hi=5):
+    """Small integers: every product and sum is exact in fp32, so the reference is exact."""
+    return rng.integers(lo, hi, shape).astype(dtype)
+
+
+def load(x, buffer=nl.sbuf):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if buffer is nl.psum:
+        p = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=t)
+        t = p
+    return t
+
+
+def store(t):
+    s = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=s, src=t)
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+def mm(st_, mv, target="trn2", dst_dtype=nl.float32, dst_shape=None, dst_buf=nl.psum, **kw):
+    """One nc_matmul of HBM arrays ``st_`` (K, M...) and ``mv`` (K, N...) into a fresh dst."""
+    def kernel(a, b):
+        m = a.shape[2] if kw.get("perf_mode") == "double_row" else int(np.prod(a.shape[1:]))
+        n = b.shape[2] if kw.get("perf_mode") == "double_row" else int(np.prod(b.shape[1:]))
+        d = nl.ndarray(dst_shape or (m, n), dtype=dst_dtype, buffer=dst_buf)
+        nisa.nc_matmul(dst=d, stationary=load(a), moving=load(b), **kw)
+        return store(d)
+    return simulate(kernel, st_, mv, target=target)
+
+
+def ref(st_, mv):
+    k = st_.shape[0]
+    return st_.reshape(k, -1).astype(np.float32).T @ mv.reshape(k, -1).astype(np.float32)
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sdt, mdt", [(np.float32, np.float32), (BF16, BF16), (np.float16, BF16),
+                                      (FP8, BF16), (ml_dtypes.float8_e5m2, FP8)])
+def test_matmul_matches_fp32_reference(rng, sdt, mdt):
+    a, b = ints(rng, (32, 16), sdt), ints(rng, (32, 24), mdt)
+    np.testing.assert_array_equal(mm(a, b), ref(a, b))
+
+
+def test_matmul_multi_dim_operands_flatten(rng):
+    a, b = ints(rng, (8, 2, 3), BF16), ints(rng, (8, 4, 5), BF16)
+    np.testing.assert_array_equal(mm(a, b, dst_shape=(6, 4, 5)), ref(a, b).reshape(6, 4, 5))
+
+
+def test_tiled_matmul_accumulates_over_k_with_auto_flags(rng):
+    """C[M, N] = A[M, K] @ B[K, N] with K = 384 in three 128-row tiles, accumulate=None."""
+    a, b = ints(rng, (64, 384), BF16), ints(rng, (384, 96), BF16)
+
+    def kernel(a_t, b):
+        d = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.psum)
+        for k in range(3):
+            st_ = nl.ndarray((128, 64), dtype=a_t.dtype, buffer=nl.sbuf)
+            mv = nl.ndarray((128, 96), dtype=b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=st_, src=a_t[k * 128:(k + 1) * 128, :])
+            nisa.dma_copy(dst=mv, src=b[k * 128:(k + 1) * 128, :])
+            nisa.nc_matmul(dst=d, stationary=st_, moving=mv)
+        return store(d)
+    got = simulate(kernel, np.ascontiguousarray(a.T), b, target="trn2")
+    np.testing.assert_array_equal(got, a.astype(np.float32) @ b.astype(np.float32))
+
+
+def test_accumulate_true_and_false(rng):
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 8), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.psum)
+        outs = []
+        for acc in (False, True, True, False):
+            nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=acc)
+            outs.append(store(d))
+        return tuple(outs)
+    r = ref(a, b)
+    got = simulate(kernel, a, b, target="trn2")
+    for g, w in zip(got, (r, 2 * r, 3 * r, r)):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("writer", ["memset", "tensor_copy"])
+def test_non_matmul_write_resets_auto_accumulation(rng, writer):
+    a, b = ints(rng, (16, 4), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((4, 6), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)          # auto: accumulates
+        twice = store(d)
+        if writer == "memset":
+            nisa.memset(dst=d[:, 0:3], value=100.0)
+        else:
+            z = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=z, value=100.0)
+            nisa.tensor_copy(dst=d[:, 0:3], src=z)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)          # cols 0:3 overwrite, 3:6 accumulate
+        return twice, store(d)
+    r = ref(a, b)
+    twice, got = simulate(kernel, a, b, target="trn2")
+    np.testing.assert_array_equal(twice, 2 * r)
+    np.testing.assert_array_equal(got[:, :3], r[:, :3])
+    np.testing.assert_array_equal(got[:, 3:], 3 * r[:, 3:])
+
+
+def test_fresh_psum_is_overwritten_by_auto_mode(rng):
+    a, b = ints(rng, (4, 4), np.float32), ints(rng, (4, 4), np.float32)
+    np.testing.assert_array_equal(mm(a, b), ref(a, b))        # the NaN fill is never added
+
+
+def test_bf16_dst_on_trn3_rounds_once_and_accumulates_in_fp32(rng):
+    a = rng.standard_normal((32, 8)).astype(BF16)
+    b = rng.standard_normal((32, 8)).astype(BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+        once = store(d)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+        return once, store(d)
+    once, twice = simulate(kernel, a, b, target="trn3")
+    r = ref(a, b)
+    want1 = r.astype(BF16)
+    want2 = (want1.astype(np.float32) + r).astype(BF16)
+    # the fp32 products are exact; only the summation order may differ by an ulp of fp32
+    np.testing.assert_allclose(once.astype(np.float32), want1.astype(np.float32), rtol=2**-8)
+    np.testing.assert_allclose(twice.astype(np.float32), want2.astype(np.float32), rtol=2**-7)
+    ai, bi = ints(rng, (16, 4), BF16, 0, 3), ints(rng, (16, 4), BF16, 0, 3)
+    np.testing.assert_array_equal(mm(ai, bi, target="trn3", dst_dtype=nl.bfloat16).view(np.uint16),
+                                  ref(ai, bi).astype(BF16).view(np.uint16))
+
+
+def test_bf16_dst_rejected_on_trn2():
+    z = np.zeros((4, 4), BF16)
+    with pytest.raises(DtypeError, match=err("dst dtype bfloat16 is not supported on trn2; expected float32")):
+        mm(z, z, dst_dtype=nl.bfloat16)
+
+
+# ---- shape limits ----------------------------------------------------------------------------
+
+def test_moving_free_size_limits_trn2():
+    z = np.zeros((2, 4), BF16)
+    np.testing.assert_array_equal(mm(z, np.ones((2, 512), BF16)), np.zeros((4, 512)))
+    with pytest.raises(ShapeError, match=err("moving free size 513 exceeds 512 on trn2")):
+        mm(z, np.ones((2, 513), BF16))
+
+
+def test_moving_free_size_limits_trn3():
+    z = np.ones((2, 2), BF16)
+    np.testing.assert_array_equal(mm(z, np.ones((2, 4096), BF16), target="trn3"), np.full((2, 4096), 2.0))
+    with pytest.raises(ShapeError, match=err("moving free size 4097 exceeds 4096 on trn3")):
+        mm(z, np.ones((2, 4097), BF16), target="trn3", dst_shape=(2, 4096))   # checked before dst
+    got = mm(z, np.ones((2, 8192), BF16), target="trn3", dst_dtype=nl.bfloat16)
+    np.testing.assert_array_equal(got.astype(np.float32), np.full((2, 8192), 2.0))
+
+
+def test_stationary_free_size_limit():
+    np.testing.assert_array_equal(mm(np.ones((2, 128), BF16), np.ones((2, 3), BF16)), np.full((128, 3), 2.0))
+    with pytest.raises(ShapeError, match=err("stationary free size 129 exceeds 128 on trn2")):
+        mm(np.ones((2, 129), BF16), np.ones((2, 3), BF16), dst_shape=(128, 3))
+
+
+def test_contraction_dim_mismatch():
+    with pytest.raises(ShapeError, match=err("moving partition dim 8 does not match stationary partition "
+                                             "dim 16 (the contraction dim)")):
+        mm(np.zeros((16, 4), BF16), np.zeros((8, 4), BF16))
+
+
+def test_dst_shape_must_be_m_by_n():
+    with pytest.raises(ShapeError, match=err("dst shape (4, 5) must have 4 partitions (stationary free size) "
+                                             "and 6 elements per partition (moving free size)")):
+        mm(np.zeros((8, 4), BF16), np.zeros((8, 6), BF16), dst_shape=(4, 5))
+
+
+# ---- buffers and dtypes ----------------------------------------------------------------------
+
+def test_operands_in_wrong_buffers():
+    def kernel(a, b, where):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum)
+        if where == "stationary":
+            sa = load(a, nl.psum)
+        elif where == "moving":
+            sb = b
+        else:
+            d = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+    z = np.zeros((4, 4), np.float32)
+    with pytest.raises(MemorySpaceError, match=err("stationary is in psum; must be in sbuf")):
+        simulate(kernel, z, z, "stationary", target="trn2")
+    with pytest.raises(MemorySpaceError, match=err("moving is in private_hbm; must be in sbuf")):
+        simulate(kernel, z, z, "moving", target="trn2")
+    with pytest.raises(MemorySpaceError, match=err("dst is in sbuf; must be in psum")):
+        simulate(kernel, z, z, "dst", target="trn2")
+
+
+def test_fp32_cannot_mix_with_bf16():
+    with pytest.raises(DtypeError, match=err("stationary float32 and moving bfloat16: fp32/tf32 pair only "
+                                             "with fp32/tf32")):
+        mm(np.zeros((4, 4), np.float32), np.zeros((4, 4), BF16))
+
+
+def test_fp8_e4m3fn_on_trn3_cannot_mix_with_legacy_e4m3(rng):
+    a = ints(rng, (4, 4), ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(mm(a, a.astype(BF16), target="trn3"), ref(a, a))
+    with pytest.raises(DtypeError, match=err("float8_e4m3fn cannot be mixed with float8_e4m3")):
+        mm(a, a.astype(FP8), target="trn3")
+
+
+# ---- transpose mode --------------------------------------------------------------------------
+
+def transpose_kernel(dst_dtype=None, moving_n=None):
+    def kernel(x, ident):
+        d = nl.ndarray((x.shape[1], ident.shape[1]), dtype=dst_dtype or x.dtype, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=load(x), moving=load(ident), is_transpose=True)
+        return store(d)
+    return lambda x: simulate(kernel, x, np.eye(x.shape[0], moving_n or x.shape[0]).astype(x.dtype),
+                              target="trn2")
+
+
+@pytest.mark.parametrize("dt, bits_dt", [(BF16, np.uint16), (np.float32, np.uint32)])
+def test_is_transpose_is_bit_exact_with_nan(rng, dt, bits_dt):
+    bits = rng.integers(0, np.iinfo(bits_dt).max, (8, 5), dtype=bits_dt)
+    nan = 0x7FC1 if bits_dt is np.uint16 else 0x7FC01234
+    bits[0, 0], bits[1, 1] = nan, nan ^ (1 << (8 * np.dtype(bits_dt).itemsize - 1))
+    got = transpose_kernel()(bits.view(dt))
+    assert got.view(bits_dt).tolist() == bits.T.tolist()
+
+
+def test_is_transpose_rules():
+    with pytest.raises(ShapeError, match=err("is_transpose: moving must be a 8 x 8 identity, got (8, 4)")):
+        transpose_kernel(moving_n=4)(np.zeros((8, 4), BF16))
+    with pytest.raises(DtypeError, match=err("is_transpose: dst dtype float32 must equal stationary dtype "
+                                             "bfloat16")):
+        transpose_kernel(dst_dtype=nl.float32)(np.zeros((8, 4), BF16))
+
+
+def test_is_transpose_on_trn1_is_a_plain_matmul():
+    """Docs: on NeuronCore-v2 is_transpose is only a profiler hint (the moving tile is used as is)."""
+    def kernel(x, i):
+        d = nl.ndarray((3, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=load(x), moving=load(i), is_transpose=True)
+        return store(d)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(simulate(kernel, x, 2 * np.eye(4, dtype=np.float32), target="trn1"), 2 * x.T)
+
+
+# ---- double_row ------------------------------------------------------------------------------
+
+def test_double_row_contracts_partitions_and_the_pair_dim(rng):
+    a = ints(rng, (16, 2, 4), FP8)
+    b = ints(rng, (16, 2, 6), ml_dtypes.float8_e5m2)
+    got = mm(a, b, perf_mode="double_row")
+    want = np.einsum("kjm,kjn->mn", a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_double_row_rules():
+    a = np.zeros((16, 2, 4), FP8)
+    with pytest.raises(UnsupportedError, match=err("perf_mode=double_row needs trn2 or newer, not trn1")):
+        mm(a, a, target="trn1", perf_mode="double_row")
+    with pytest.raises(DtypeError, match=err("perf_mode=double_row needs fp8 operands, got bfloat16 and "
+                                             "float8_e4m3")):
+        mm(a.astype(BF16), a, perf_mode="double_row")
+    with pytest.raises(ShapeError, match=err("perf_mode=double_row needs stationary (K, 2, M) and moving "
+                                             "(K, 2, N), got (16, 3, 4) and (16, 2, 4)")):
+        mm(np.zeros((16, 3, 4), FP8), a, perf_mode="double_row", dst_shape=(4, 4))
+
+
+# ---- tiling ----------------------------------------------------------------------------------
+
+def test_tiling_rules(rng):
+    a, b = ints(rng, (64, 32), BF16), ints(rng, (64, 8), BF16)
+    np.testing.assert_array_equal(mm(a, b, tile_position=(64, 32), tile_size=(64, 32)), ref(a, b))
+    with pytest.raises(ShapeError, match=err("contraction (partition) dim 64 exceeds the row tile size 32 "
+                                             "on trn2")):
+        mm(a, b, tile_position=(0, 0), tile_size=(32, 128))
+    with pytest.raises(ShapeError, match=err("tile_size (64, 16) must use sizes 32, 64 or 128")):
+        mm(a, b, tile_position=(0, 0), tile_size=(64, 16))
+    with pytest.raises(ShapeError, match=err("tile_position start_row 32 must be a multiple of 64 with "
+                                             "start_row + 64 <= 128")):
+        mm(a, b, tile_position=(32, 0), tile_size=(64, 128))
+    with pytest.raises(UnsupportedError, match=err("tile_size (64, 32): 32-wide tiles need trn2 or newer, "
+                                                   "not trn1")):
+        mm(a, b, target="trn1", tile_position=(0, 0), tile_size=(64, 32))
+    with pytest.raises(ShapeError, match=err("tile_position and tile_size must be given together")):
+        mm(a, b, tile_size=(64, 128))
+
+
+def test_tiling_column_size_limits_stationary(rng):
+    a, b = ints(rng, (32, 64), BF16), ints(rng, (32, 8), BF16)
+    with pytest.raises(ShapeError, match=err("stationary free size 64 exceeds 32 on trn2")):
+        mm(a, b, tile_position=(0, 0), tile_size=(32, 32))
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(1, 128), m=st.integers(1, 128), n=st.integers(1, 512), seed=st.integers(0, 2**16))
+def test_matmul_exact_for_small_integers(k, m, n, seed):
+    r = np.random.default_rng(seed)
+    a, b = ints(r, (k, m), BF16), ints(r, (k, n), BF16)
+    np.testing.assert_array_equal(mm(a, b), ref(a, b))
