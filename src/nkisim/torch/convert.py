@@ -37,9 +37,11 @@ written_log: contextvars.ContextVar[list | None] = contextvars.ContextVar("nkisi
 
 
 def check_tensor(t, what: str = "kernel argument") -> None:
-    """Raise TypeError/ValueError when ``t`` cannot be simulated: grad, non-CPU device, no data."""
+    """Raise ValueError when ``t`` cannot be simulated: it needs grad, lives off the CPU, or has no
+    data. Decision: a requires-grad tensor is accepted while grad mode is off (``torch.no_grad``,
+    inference) and viewed through ``detach()``; with grad mode on it is an error."""
     from torch._subclasses.fake_tensor import is_fake
-    if t.requires_grad:
+    if t.requires_grad and torch.is_grad_enabled():
         raise ValueError(f"nkisim.torch: {what} requires grad; NKI kernels run outside autograd — "
                          f"pass tensor.detach() (it shares memory, so in-place writes still land)")
     if is_fake(t) or t.device.type != "cpu":
@@ -53,11 +55,12 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
     bf16 and fp8 go through ``t.view(int16/uint8).numpy().view(ml_dtypes...)``: no copy.
     Raises: TypeError for a dtype NumPy/ml_dtypes cannot view (complex, uint64, fnuz fp8, ...);
-    ValueError for a tensor that requires grad, lives off the CPU, or is fake.
+    ValueError for a tensor that needs grad (grad mode on), lives off the CPU, or is fake.
     """
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"nkisim.torch.to_numpy: expected a torch.Tensor, got {type(t).__name__}")
     check_tensor(t)
+    t = t.detach()
     if t.dtype in _NATIVE:
         return t.numpy()
     if t.dtype in _VIA_INT:

@@ -37,7 +37,6 @@ class KernelEntry:
     func: Callable
     arg_names: tuple
     defaults: dict
-    lnc: int | None                 # from kernel[n]; None when the kernel object had no grid
     output_spec: Callable | None
     mutates_args: frozenset
 
@@ -49,16 +48,21 @@ class KernelSideTable:
     def __init__(self):
         self.lock = threading.Lock()
         self.kernels: dict[str, KernelEntry] = {}
-        self.func_to_key: dict[int, tuple] = {}        # id(func) -> (func, key); func kept alive
+        self.func_to_key: dict[tuple, tuple] = {}      # (ids of func, spec; mutates) -> (func, key, spec)
         self.constant_args: dict[str, dict] = {}
         self.layouts: dict[tuple, "Layout"] = {}
 
     def add_kernel(self, kernel, output_spec=None, mutates_args=()) -> str:
-        """Register ``kernel`` (jitted or plain); re-adding the same function returns its key."""
+        """Register ``kernel`` (jitted or plain) with its output contract; re-adding the same function
+        with the same ``output_spec`` object and ``mutates_args`` returns the same key (a different
+        contract is a new entry: pass a module-level spec function, not a fresh lambda per call)."""
         func = kernel.func if isinstance(kernel, Kernel) else kernel
+        spec = output_spec if output_spec is not None else getattr(kernel, "output_spec", None)
+        muts = frozenset(mutates_args or getattr(kernel, "mutates_args", ()))
+        ident = (id(func), id(spec), muts)
         with self.lock:
-            hit = self.func_to_key.get(id(func))
-            if hit is not None and hit[0] is func:
+            hit = self.func_to_key.get(ident)
+            if hit is not None and hit[0] is func and hit[2] is spec:
                 return hit[1]
             base = kernel_name(func)
             key, n = base, 1
@@ -66,16 +70,13 @@ class KernelSideTable:
                 n += 1
                 key = f"{base}#{n}"
             sig = inspect.signature(func)
-            spec = output_spec if output_spec is not None else getattr(kernel, "output_spec", None)
-            muts = mutates_args or getattr(kernel, "mutates_args", ())
-            grid = getattr(kernel, "grid", ()) if isinstance(kernel, Kernel) else ()
             self.kernels[key] = KernelEntry(
                 key=key, func=func, arg_names=tuple(sig.parameters),
                 defaults={p.name: p.default for p in sig.parameters.values()
                           if p.default is not inspect.Parameter.empty},
-                lnc=grid[0] if grid else None, output_spec=spec,
-                mutates_args=frozenset(muts))
-            self.func_to_key[id(func)] = (func, key)
+                output_spec=spec,
+                mutates_args=muts)
+            self.func_to_key[ident] = (func, key, spec)
             return key
 
     def get_kernel(self, key: str) -> KernelEntry:

@@ -52,12 +52,6 @@ def _device_type(tensor_or_device) -> str:
     return str(getattr(dev, "type", dev) or "").split(":")[0]
 
 
-def _kernel_lnc(kernel) -> int:
-    grid = getattr(kernel, "grid", None) or ()
-    lnc = getattr(kernel, "lnc", None)
-    return int(lnc if lnc is not None else (grid[0] if grid else 1))
-
-
 def can_run_kernel(tensor_or_device="", kernel=None) -> bool:
     """Whether an op should take its NKI kernel (True) or its torch fallback (False), now.
 
@@ -66,8 +60,8 @@ def can_run_kernel(tensor_or_device="", kernel=None) -> bool:
     2. VLLM_NEURON_CPU_MODE true -> NKI_SIMULATOR == "1" (the device is ignored), and then False
        for a target the simulator cannot run: NEURON_PLATFORM_TARGET_OVERRIDE not a known name, or
        trn1 (Decision: NeuronCore v2 runs no NKI Beta 2 kernel, aws-neuron-sdk#1322), or a
-       ``kernel`` (jitted kernel or NKIHOPCaller) whose LNC exceeds the target's or that carries a
-       ``simulator_unsupported`` reason (e.g. it needs collectives).
+       ``kernel`` (jitted kernel or NKIHOPCaller) that carries a ``simulator_unsupported`` reason
+       (e.g. it needs collectives) or whose LNC exceeds the target's.
     3. Otherwise True only for a tensor/device on a Neuron device. Decision: "" (no device given)
        counts as the host CPU, so it is False here (vllm-neuron answered True).
     """
@@ -77,12 +71,10 @@ def can_run_kernel(tensor_or_device="", kernel=None) -> bool:
     if s.cpu_mode:
         if not s.simulator or s.target is None or s.target == "trn1":
             return False
-        if kernel is not None:
-            if getattr(kernel, "simulator_unsupported", None):
-                return False
-            if _kernel_lnc(kernel) > arch.get(s.target).lnc_max:
-                return False
-        return True
+        if getattr(kernel, "simulator_unsupported", None):
+            return False
+        lnc = getattr(kernel, "lnc", 1) or 1
+        return lnc <= arch.get(s.target).lnc_max
     return _device_type(tensor_or_device) not in ("", "cpu", "meta")
 
 

@@ -1,0 +1,301 @@
+"""The ``nki_kernel_wrapper`` HigherOrderOperator (mutating) and its functional twin, one short
+implementation per dispatch key or mode, and the explicit fallthrough list.
+
+Mutating HOP: runs the kernel; inputs it writes are updated in place; returns the kernel's result
+(an input returned by the kernel is that input). Functionalization turns it into
+``nki_kernel_wrapper_functional``, which clones the written inputs (one clone per distinct storage,
+pytorch#196657), runs the mutating HOP on the clones and returns (new outputs..., clones...);
+the functionalize impl then replaces each written input by its clone, so aliases survive every mode.
+Fake/Meta build outputs from the kernel's Layout (registry.describe_outputs), never a simulation
+of real data. Imports torch and the torch layer; never isa or checks.
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+from torch._C import DispatchKey
+from torch._ops import HigherOrderOperator
+from torch._prims_common import clone_preserve_strides
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import (ProxyTorchDispatchMode, disable_proxy_modes_tracing,
+                                                track_tensor_tree)
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..errors import SimulatorOffError
+from .registry import describe_outputs, kernel_side_table
+from .settings import TorchSettings
+from .simulate import simulate_nki_kernel
+
+###############################################################################
+# The two HOPs
+
+
+class _NKIKernelWrapperBase(HigherOrderOperator):
+    def _get_overloaded_args(self, args, kwargs):
+        extra = [a for a in kwargs.get("args", ()) if isinstance(a, torch.Tensor)
+                 and torch._C._dispatch_keys(a).has("Python")]
+        return tuple(super()._get_overloaded_args(args, kwargs)) + tuple(extra)
+
+
+class NKIKernelWrapper(_NKIKernelWrapperBase):
+    """Runs one NKI kernel; may write its tensor inputs in place.
+
+    Decision: ``cacheable=False`` — kernels and constants live in this process's side table, so an
+    FX/AOT cache entry must not be replayed in another process.
+    """
+
+    def __init__(self):
+        super().__init__("nki_kernel_wrapper", cacheable=False)
+
+    def __call__(self, *, kernel_idx, grid, backend_config, operand_output_aliases, args, arg_names,
+                 constant_args_key):
+        return super().__call__(kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+                                operand_output_aliases=operand_output_aliases, args=args,
+                                arg_names=arg_names, constant_args_key=constant_args_key)
+
+
+class NKIKernelWrapperFunctional(_NKIKernelWrapperBase):
+    """Runs one NKI kernel on clones of ``tensors_to_clone``; returns (new outputs..., clones...)."""
+
+    def __init__(self):
+        super().__init__("nki_kernel_wrapper_functional", cacheable=False)
+
+    def __call__(self, *, kernel_idx, grid, backend_config, operand_output_aliases, args, arg_names,
+                 constant_args_key, tensors_to_clone):
+        return super().__call__(kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+                                operand_output_aliases=operand_output_aliases, args=args,
+                                arg_names=arg_names, constant_args_key=constant_args_key,
+                                tensors_to_clone=tensors_to_clone)
+
+
+nki_kernel_wrapper = NKIKernelWrapper()
+nki_kernel_wrapper_functional = NKIKernelWrapperFunctional()
+
+###############################################################################
+# Shared helpers
+
+
+def _lnc(grid) -> int:
+    return int(grid[0]) if grid else 1
+
+
+def _named(args, arg_names, constant_args_key) -> dict:
+    named = dict(zip(arg_names, args))
+    named.update(kernel_side_table.get_constant_args(constant_args_key))
+    return named
+
+
+def _layout(kernel_idx, grid, named):
+    return describe_outputs(kernel_side_table.get_kernel(kernel_idx), _lnc(grid), named)
+
+
+def _out_device(named):
+    """The first non-meta tensor's device (a meta weight must not make outputs meta), else meta."""
+    devs = [v.device for v in named.values() if isinstance(v, torch.Tensor)]
+    return next((d for d in devs if d.type != "meta"), torch.device("meta"))
+
+
+def _new_outputs(layout, device) -> list:
+    return [torch.empty(o.shape, dtype=o.dtype, device=device) for o in layout.outs if o.alias is None]
+
+
+def _assemble(layout, named, new_outs):
+    it = iter(new_outs)
+    items = [named[o.alias] if o.alias else next(it) for o in layout.outs]
+    return None if layout.kind == "none" else items[0] if layout.kind == "one" else tuple(items)
+
+
+def _clones(tensors: list) -> list:
+    """One clone per distinct storage: equal views share one clone; different views of one storage
+    become views of one cloned storage (so aliasing between arguments is kept)."""
+    groups: dict = {}
+    for t in tensors:
+        groups.setdefault(StorageWeakRef(t.untyped_storage()), []).append(t)
+    made: dict = {}
+    for members in groups.values():
+        views = {(tuple(m.shape), tuple(m.stride()), m.storage_offset()) for m in members}
+        if len(views) == 1:
+            c = clone_preserve_strides(members[0])
+            made.update({id(m): c for m in members})
+        else:
+            m0 = members[0]
+            base = m0.as_strided((m0.untyped_storage().nbytes() // m0.element_size(),), (1,), 0).clone()
+            made.update({id(m): base.as_strided(m.shape, m.stride(), m.storage_offset()) for m in members})
+    return [made[id(t)] for t in tensors]
+
+
+def _trace(mode, hop, node_args, track_filter=None):
+    """Run ``hop`` untraced for example outputs, then record one call_function node."""
+    with disable_proxy_modes_tracing():
+        out = hop(**node_args)
+    proxy_args = pytree.tree_map(mode.tracer.unwrap_proxy, node_args)
+    proxy = mode.tracer.create_proxy("call_function", hop, (), proxy_args, name=hop.__name__ + "_proxy")
+    tracked = track_filter(out) if track_filter else out
+    track_tensor_tree(tracked, proxy, constant=None, tracer=mode.tracer)
+    return out
+
+
+_fallback_registered = False
+
+
+def _register_inductor_fallback():
+    """Inductor runs the functional HOP as an extern call (imported lazily: it is slow to import)."""
+    global _fallback_registered
+    if not _fallback_registered:
+        from torch._inductor.lowering import make_fallback
+        make_fallback(nki_kernel_wrapper_functional)
+        _fallback_registered = True
+
+###############################################################################
+# nki_kernel_wrapper (mutating)
+
+
+@nki_kernel_wrapper.py_impl(DispatchKey.CPU)
+def nki_kernel_wrapper_cpu(*, kernel_idx, grid, backend_config, operand_output_aliases, args,
+                           arg_names, constant_args_key):
+    """Real CPU tensors: run the kernel in the simulator (needs NKI_SIMULATOR=1)."""
+    entry = kernel_side_table.get_kernel(kernel_idx)
+    if not TorchSettings.from_env().simulator:
+        name = entry.key.split("#")[0]
+        raise SimulatorOffError(f"nki_kernel_wrapper: kernel {name} was dispatched to CPU but the "
+                                f"NKI simulator is off; set NKI_SIMULATOR=1 (or route the op to its "
+                                f"torch fallback when can_run_kernel() is False)")
+    return simulate_nki_kernel(entry.func, _lnc(grid), _named(args, arg_names, constant_args_key))
+
+
+@nki_kernel_wrapper.py_impl(DispatchKey.Meta)
+def nki_kernel_wrapper_meta(*, kernel_idx, grid, backend_config, operand_output_aliases, args,
+                            arg_names, constant_args_key):
+    """Meta tensors: outputs from the kernel's Layout, on the meta device."""
+    named = _named(args, arg_names, constant_args_key)
+    layout = _layout(kernel_idx, grid, named)
+    return _assemble(layout, named, _new_outputs(layout, torch.device("meta")))
+
+
+@nki_kernel_wrapper.py_impl(FakeTensorMode)
+def nki_kernel_wrapper_fake(mode, *, kernel_idx, grid, backend_config, operand_output_aliases, args,
+                            arg_names, constant_args_key):
+    """Fake tensors: outputs from the kernel's Layout; aliased outputs are the inputs themselves."""
+    named = _named(args, arg_names, constant_args_key)
+    layout = _layout(kernel_idx, grid, named)
+    with mode:
+        return _assemble(layout, named, _new_outputs(layout, _out_device(named)))
+
+
+@nki_kernel_wrapper.py_impl(ProxyTorchDispatchMode)
+def nki_kernel_wrapper_proxy(mode, *, kernel_idx, grid, backend_config, operand_output_aliases, args,
+                             arg_names, constant_args_key):
+    """make_fx: one call_function node; aliased outputs keep the inputs' proxies."""
+    node_args = dict(kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+                     operand_output_aliases=operand_output_aliases, args=args, arg_names=arg_names,
+                     constant_args_key=constant_args_key)
+    inputs = {id(a) for a in args if isinstance(a, torch.Tensor)}
+    return _trace(mode, nki_kernel_wrapper, node_args,
+                  lambda out: pytree.tree_map_only(torch.Tensor,
+                                                   lambda t: None if id(t) in inputs else t, out))
+
+
+@nki_kernel_wrapper.py_functionalize_impl
+def nki_kernel_wrapper_functionalize(ctx, *, kernel_idx, grid, backend_config, operand_output_aliases,
+                                     args, arg_names, constant_args_key):
+    """Mutating -> functional HOP: constants leave the graph (side table), written inputs are
+    replaced by the functional HOP's clones, aliased outputs are returned as the inputs."""
+    _register_inductor_fallback()
+    wrapped = _named(args, arg_names, constant_args_key)
+    unwrapped = dict(zip(wrapped, ctx.unwrap_tensors(list(wrapped.values()))))
+    tensor_names = tuple(n for n, v in unwrapped.items() if isinstance(v, torch.Tensor))
+    const_key = kernel_side_table.add_constant_args(
+        {n: v for n, v in unwrapped.items() if n not in tensor_names})
+    with ctx.redispatch_to_next():
+        layout = _layout(kernel_idx, grid, unwrapped)
+        to_clone = tuple(n for n in tensor_names if n in layout.written)
+        aliases = {tensor_names.index(o.alias): i for i, o in enumerate(layout.outs) if o.alias}
+        flat = nki_kernel_wrapper_functional(
+            kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+            operand_output_aliases=aliases, args=tuple(unwrapped[n] for n in tensor_names),
+            arg_names=tensor_names, constant_args_key=const_key, tensors_to_clone=to_clone)
+    n_new = len(flat) - len(to_clone)
+    for name, clone in zip(to_clone, flat[n_new:]):
+        ctx.replace(wrapped[name], clone)
+        ctx.mark_mutation_hidden_from_autograd(wrapped[name])
+        ctx.commit_update(wrapped[name])
+        ctx.sync(wrapped[name])
+    return _assemble(layout, wrapped, ctx.wrap_tensors(tuple(flat[:n_new])))
+
+###############################################################################
+# nki_kernel_wrapper_functional
+
+
+@nki_kernel_wrapper_functional.py_impl(DispatchKey.CPU)
+def nki_kernel_wrapper_functional_cpu(*, kernel_idx, grid, backend_config, operand_output_aliases,
+                                      args, arg_names, constant_args_key, tensors_to_clone):
+    """Clone the written inputs, run the mutating HOP on them, return (new outputs, clones)."""
+    named = dict(zip(arg_names, args))
+    clones = _clones([named[n] for n in tensors_to_clone])
+    named.update(zip(tensors_to_clone, clones))
+    out = nki_kernel_wrapper(kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+                             operand_output_aliases=operand_output_aliases, args=tuple(named.values()),
+                             arg_names=tuple(named), constant_args_key=constant_args_key)
+    items = () if out is None else out if isinstance(out, (tuple, list)) else (out,)
+    passed = {id(v) for v in named.values()}
+    return tuple(t for t in items if id(t) not in passed) + tuple(clones)
+
+
+def _functional_empty(kernel_idx, grid, args, arg_names, constant_args_key, tensors_to_clone, device):
+    named = _named(args, arg_names, constant_args_key)
+    layout = _layout(kernel_idx, grid, named)
+    return tuple(_new_outputs(layout, device)) + tuple(_clones([named[n] for n in tensors_to_clone]))
+
+
+@nki_kernel_wrapper_functional.py_impl(DispatchKey.Meta)
+def nki_kernel_wrapper_functional_meta(*, kernel_idx, grid, backend_config, operand_output_aliases,
+                                       args, arg_names, constant_args_key, tensors_to_clone):
+    return _functional_empty(kernel_idx, grid, args, arg_names, constant_args_key, tensors_to_clone,
+                             torch.device("meta"))
+
+
+@nki_kernel_wrapper_functional.py_impl(FakeTensorMode)
+def nki_kernel_wrapper_functional_fake(mode, *, kernel_idx, grid, backend_config,
+                                       operand_output_aliases, args, arg_names, constant_args_key,
+                                       tensors_to_clone):
+    with mode:
+        return _functional_empty(kernel_idx, grid, args, arg_names, constant_args_key, tensors_to_clone,
+                                 _out_device(dict(zip(arg_names, args))))
+
+
+@nki_kernel_wrapper_functional.py_impl(ProxyTorchDispatchMode)
+def nki_kernel_wrapper_functional_proxy(mode, *, kernel_idx, grid, backend_config,
+                                        operand_output_aliases, args, arg_names, constant_args_key,
+                                        tensors_to_clone):
+    return _trace(mode, nki_kernel_wrapper_functional, dict(
+        kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+        operand_output_aliases=operand_output_aliases, args=args, arg_names=arg_names,
+        constant_args_key=constant_args_key, tensors_to_clone=tensors_to_clone))
+
+
+@nki_kernel_wrapper_functional.py_functionalize_impl
+def nki_kernel_wrapper_functional_functionalize(ctx, *, kernel_idx, grid, backend_config,
+                                                operand_output_aliases, args, arg_names,
+                                                constant_args_key, tensors_to_clone):
+    unwrapped = ctx.unwrap_tensors(args)
+    with ctx.redispatch_to_next():
+        out = nki_kernel_wrapper_functional(
+            kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
+            operand_output_aliases=operand_output_aliases, args=unwrapped, arg_names=arg_names,
+            constant_args_key=constant_args_key, tensors_to_clone=tensors_to_clone)
+        return ctx.wrap_tensors(out)
+
+###############################################################################
+# Fallthroughs and graph registration
+
+_FALLTHROUGH = (DispatchKey.PythonDispatcher, DispatchKey.PythonTLSSnapshot, DispatchKey.ADInplaceOrView,
+                DispatchKey.BackendSelect, DispatchKey.AutocastCPU, DispatchKey.AutogradCPU)
+for _hop in (nki_kernel_wrapper, nki_kernel_wrapper_functional):
+    for _key in _FALLTHROUGH:
+        _hop.fallthrough(_key)
+
+torch._dynamo.allow_in_graph(nki_kernel_wrapper)
+torch.fx.node.has_side_effect(nki_kernel_wrapper)     # make_fx graphs must not drop a writing call
+
+__all__ = ["nki_kernel_wrapper", "nki_kernel_wrapper_functional", "NKIKernelWrapper",
+           "NKIKernelWrapperFunctional"]

@@ -1,0 +1,105 @@
+"""Environment switches read at call time, can_run_kernel's rules, route counters."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from nkisim.errors import SimulatorOffError  # noqa: E402
+from nkisim.torch import (TorchSettings, can_run_kernel, dispatch, reset_route_stats,  # noqa: E402
+                          route_stats, wrap_nki)
+from nki_torch_kernels import clean_env, scale_inplace  # noqa: E402,F401
+
+KEY = "nki_torch_kernels.scale_inplace"
+
+
+def test_defaults_when_nothing_is_set():
+    assert TorchSettings.from_env() == TorchSettings(cpu_mode=False, simulator=False, precise_fp=True,
+                                                     disable_kernels=False, target="trn3")
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", False), ("yes", False), ("0", False),
+                                       (" 1", False), ("", False)])
+def test_only_the_literal_1_turns_the_simulator_on(monkeypatch, value, on):
+    monkeypatch.setenv("NKI_SIMULATOR", value)
+    assert TorchSettings.from_env().simulator is on
+
+
+def test_settings_read_at_call_time(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_PRECISE_FP", "0")
+    monkeypatch.setenv("VLLM_NEURON_DISABLE_NKI_KERNELS", "1")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
+    assert TorchSettings.from_env() == TorchSettings(cpu_mode=True, simulator=False, precise_fp=False,
+                                                     disable_kernels=True, target="trn2")
+
+
+def test_cpu_mode_must_be_an_integer(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "on")
+    with pytest.raises(ValueError, match=r"^VLLM_NEURON_CPU_MODE must be an integer \(0 or 1\), got 'on'$"):
+        TorchSettings.from_env()
+
+
+@pytest.mark.parametrize("env, device, want", [
+    ({}, "cpu", False),                                             # rule 3: host CPU
+    ({}, "", False),                                                # Decision: "" is the host
+    ({}, "neuron", True),
+    ({}, "neuron:1", True),
+    ({"VLLM_NEURON_DISABLE_NKI_KERNELS": "1"}, "neuron", False),    # rule 1 wins
+    ({"VLLM_NEURON_CPU_MODE": "1"}, "cpu", False),                  # rule 2: simulator off
+    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1"}, "cpu", True),
+    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1"}, "neuron", True),   # device ignored
+    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1", "VLLM_NEURON_DISABLE_NKI_KERNELS": "1"},
+     "cpu", False),
+    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": "trn1"},
+     "cpu", False),                                                 # NeuronCore v2: no NKI kernels
+    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": "trn9"},
+     "cpu", False),                                                 # a target nkisim lacks
+    ({"VLLM_NEURON_CPU_MODE": "0", "NKI_SIMULATOR": "1"}, "cpu", False),
+])
+def test_can_run_kernel_rules(monkeypatch, env, device, want):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert can_run_kernel(device) is want
+    if device == "cpu":
+        assert can_run_kernel(torch.device("cpu")) is want
+        assert can_run_kernel(torch.zeros(1)) is want
+
+
+def test_can_run_kernel_says_no_for_a_kernel_the_simulator_cannot_run(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    w = wrap_nki(scale_inplace)
+    assert can_run_kernel("cpu", w[2]) is True
+
+    def needs_collectives(x):
+        return x
+    needs_collectives.simulator_unsupported = "uses nki.collectives, which nkisim does not simulate"
+    assert can_run_kernel("cpu", needs_collectives) is False
+
+
+def test_cpu_mode_without_simulator_direct_call_raises_and_gate_says_no(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    w = wrap_nki(scale_inplace)
+    x = torch.ones(2, 2)
+    assert can_run_kernel(x, w) is False
+    with pytest.raises(SimulatorOffError, match=r"^nki_kernel_wrapper: kernel nki_torch_kernels\.scale_inplace "
+                                                r"was dispatched to CPU but the NKI simulator is off; set "
+                                                r"NKI_SIMULATOR=1 .*can_run_kernel\(\) is False\)$"):
+        w(x)
+    assert torch.equal(x, torch.ones(2, 2))
+    assert route_stats() == {}
+
+
+def test_route_counters_follow_the_simulator_switch(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    op = dispatch(wrap_nki(scale_inplace), lambda x, factor=2.0: x.mul_(factor))
+    x = torch.ones(2, 2)
+    op(x, 3.0)                                            # simulator off: fallback
+    assert route_stats() == {KEY: {"kernel": 0, "fallback": 1}}
+    monkeypatch.setenv("NKI_SIMULATOR", "1")              # read at call time
+    assert can_run_kernel(x) is True
+    op(x, 3.0)
+    op(x, 3.0)
+    assert route_stats() == {KEY: {"kernel": 2, "fallback": 1}}
+    assert torch.equal(x, torch.full((2, 2), 27.0))
+    reset_route_stats()
+    assert route_stats() == {}
