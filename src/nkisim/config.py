@@ -27,10 +27,15 @@ def normalize_target(name: str) -> str:
     return _TARGET_ALIASES[key]
 
 
-def _flag(value: str | None, default: bool) -> bool:
+def _flag(value: str | None, default: bool, name: str = "setting") -> bool:
     if value is None or value.strip() == "":
         return default
-    return value.strip().lower() not in ("0", "false", "no", "off")
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}: expected 1/0 (or true/false), got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,11 +76,12 @@ class Settings:
         env = os.environ if env is None else env
         kw = dict(
             target=env.get("NEURON_PLATFORM_TARGET_OVERRIDE") or env.get("NKI_NC_VERSION") or "trn3",
-            precise_fp=_flag(env.get("NKI_PRECISE_FP"), True),
+            precise_fp=_flag(env.get("NKI_PRECISE_FP"), True, "NKI_PRECISE_FP"),
             simulator=env.get("NKI_SIMULATOR", "").strip() == "1",
-            uninitialized_reads="raise" if _flag(env.get("NKISIM_STRICT_UNINIT"), False) else "sentinel",
-            detect_races=_flag(env.get("NKISIM_DETECT_RACES"), False),
-            iteration_order="shuffled" if _flag(env.get("NKISIM_SHUFFLE"), False) else "program",
+            uninitialized_reads="raise" if _flag(env.get("NKISIM_STRICT_UNINIT"), False, "NKISIM_STRICT_UNINIT")
+            else "sentinel",
+            detect_races=_flag(env.get("NKISIM_DETECT_RACES"), False, "NKISIM_DETECT_RACES"),
+            iteration_order="shuffled" if _flag(env.get("NKISIM_SHUFFLE"), False, "NKISIM_SHUFFLE") else "program",
             seed=int(env.get("NKISIM_SEED", "0") or 0),
             findings=(env.get("NKISIM_FINDINGS") or "first").strip().lower(),
         )

@@ -78,8 +78,11 @@ def test_tensor_tensor_int32_is_exact_on_gpsimd():
     add = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b, dst_dtype=np.int32)
     mul = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.multiply), a, b, dst_dtype=np.int32)
     np.testing.assert_array_equal(add, [[16777218, 2**30 + 3, -5]])
-    # 2**30 * 3 overflows int32: Decision, saturate.
-    np.testing.assert_array_equal(mul, [[16777217, 2**31 - 1, -14]])
+    # 2**30 * 3 overflows int32: Decision, native 32-bit arithmetic wraps modulo 2**32.
+    np.testing.assert_array_equal(mul, [[16777217, np.int64(3 * 2**30 - 2**32), -14]])
+    big = np.array([[2**30, -2**31]], np.int32)
+    wrap = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), big, big, dst_dtype=np.int32)
+    np.testing.assert_array_equal(wrap, [[-2**31, 0]])
 
 
 def test_tensor_tensor_int32_on_vector_engine_goes_through_fp32():

@@ -148,3 +148,67 @@ def test_real_nki_package_wins(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_sendrecv_shape_mismatch_between_cores_is_a_shape_error():
+    def kernel(x):
+        me = nl.program_id(0)
+        n = 4 if me == 0 else 2
+        src = nl.ndarray((1, n), dtype=x.dtype, buffer=nl.sbuf)
+        dst = nl.ndarray((1, n), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=src, value=1.0)
+        nisa.sendrecv(src=src, dst=dst, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        return x
+    from nkisim.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"^nisa\.sendrecv: core \d sent src \(1, \d\) float32 but dst on core "
+                                         r"\d is \(1, \d\) float32; both cores must pass equal shapes "
+                                         r"\(test_launch\.py:\d+\)"):
+        simulate(kernel, np.zeros((1, 1), np.float32), lnc=2)
+
+
+def test_core_barrier_needs_lnc2():
+    def kernel(x):
+        nisa.core_barrier(x, (0, 1))
+        return x
+    with pytest.raises(UnsupportedError, match=r"^nisa\.core_barrier: core_barrier needs an LNC2 launch"):
+        simulate(kernel, np.zeros((1, 1), np.float32))
+
+
+def test_read_only_input_written_by_kernel_is_a_clear_error():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x.flags.writeable = False
+    from nkisim.errors import MemorySpaceError
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.dma_copy: dst is argument 0, a read-only array of the "
+                                               r"caller; the kernel cannot write it .*\(test_launch\.py:\d+\)$"):
+        simulate(scale_in_place, x)
+    np.testing.assert_array_equal(x, np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+def test_read_only_input_that_is_only_read_works():
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    x.flags.writeable = False
+
+    def kernel(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    np.testing.assert_array_equal(simulate(kernel, x), x)
+
+
+@pytest.mark.parametrize("value", ["bogus", "2"])
+def test_bad_flag_values_are_rejected(monkeypatch, value):
+    monkeypatch.setenv("NKI_PRECISE_FP", value)
+    with pytest.raises(ValueError, match=rf"NKI_PRECISE_FP: expected 1/0 \(or true/false\), got '{value}'"):
+        simulate(scale_in_place, np.zeros((2, 2), np.float32))
+
+
+def test_real_nki_package_without_a_submodule_is_not_mixed_with_ours(tmp_path):
+    (tmp_path / "nki").mkdir()
+    (tmp_path / "nki" / "__init__.py").write_text("REAL = True\n")
+    code = ("import nki\ntry:\n    import nki.isa\n    print('mixed', nki.isa.__file__)\n"
+            "except ImportError:\n    print('ImportError')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.stdout.strip() == "ImportError", out.stdout + out.stderr

@@ -32,7 +32,7 @@ def check_read(t) -> None:
         return
     missing = ~v
     first = tuple(int(i) for i in np.argwhere(missing)[0])
-    op, operand = current_op(t, depth=3)
+    op, operand = current_op(t, depth=2)   # from the caller: the outermost API frame wins
     name = f"'{t.alloc.name}' " if t.alloc.name else ""
     raise UninitializedReadError(op, f"{operand} reads {int(missing.sum())} never-written element(s) of "
                                      f"{t.buffer} tensor {name}{t.alloc.shape} {_dt.name(t.dtype)}, first at "

@@ -29,6 +29,11 @@ class NkiFaceFinder:
     @classmethod
     def find_spec(cls, fullname, path=None, target=None):
         parts = fullname.split(".")
+        if len(parts) > 1:
+            # A submodule only under our own face: never graft it onto a real SDK package.
+            parent = sys.modules.get(".".join(parts[:-1]))
+            if parent is None or not _is_face(parent):
+                return None
         if parts[0] == "nki":
             rest = parts[1:]
         elif parts[0] == "neuronxcc":
@@ -44,6 +49,12 @@ class NkiFaceFinder:
             return None
         return importlib.util.spec_from_file_location(
             fullname, origin, submodule_search_locations=[] if is_pkg else None)
+
+
+def _is_face(module) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return spec is not None and (isinstance(spec.loader, _EmptyPackage) or
+                                 (spec.origin or "").startswith(_NKI_DIR))
 
 
 class _EmptyPackage:

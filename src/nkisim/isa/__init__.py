@@ -14,11 +14,13 @@ from .select import *  # noqa: F401,F403
 from .stats import *  # noqa: F401,F403
 from .transpose import *  # noqa: F401,F403
 from .version import *  # noqa: F401,F403
+from .registers import *  # noqa: F401,F403
+from .unsupported import *  # noqa: F401,F403
 from ..errors import NkiError as NkiValidationError  # noqa: F401
 import sys as _sys
 
 _FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "matmul", "multicore", "reduce", "scan",
-             "search", "select", "stats", "transpose", "version")
+             "search", "select", "stats", "transpose", "version", "registers", "unsupported")
 __all__ = sorted({n for f in _FAMILIES for n in _sys.modules[f"{__name__}.{f}"].__all__}
                  | {"NkiValidationError"})
 

@@ -59,15 +59,16 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
     into ``reduce_res`` (P, 1). ``reduce_op``: ``nl.add`` only on trn1; Decision: ``nl.add``,
     ``nl.maximum``/``nl.max``, ``nl.minimum``/``nl.min`` on trn2 and newer (``arch.act_reduce_ops``;
     the docs only say trn1 is add-only). Shapes, dtypes and buffers as ``activation``.
-    Raises: ShapeError, MemorySpaceError, NkiError (unknown function or reduce_op), UnsupportedError.
+    Raises: ShapeError, MemorySpaceError, NkiError (unknown function), UnsupportedError (reduce_op
+    not on this target).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation_reduce).
     """
     opn = "nisa.activation_reduce"
     t = state.core(opn).target
     row = alu.lookup_alu(reduce_op, opn)
     if row.name not in t.act_reduce_ops:
-        raise NkiError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
-                            f"{', '.join(t.act_reduce_ops)}")
+        raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
+                                    f"{', '.join(t.act_reduce_ops)}")
     rules.tensor(opn, "reduce_res", reduce_res)
     return _activate(opn, dst, op, data, bias, scale, row, reduce_res, _cmd.reset_reduce, name)
 

@@ -14,6 +14,7 @@ from .. import dtypes as _dt
 from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
+from ..memory.indirect import IndirectTensor, valid_rows
 from .enums import NkiInstruction, as_enum, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
 from .operands import target
 
@@ -28,11 +29,18 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     Buffers: HBM (private/shared) or SBUF for both; PSUM is not accepted (evacuate with tensor_copy).
     Dtypes: same dtype copies bits exactly; otherwise src -> fp32 -> dst (rounded once);
     ``dge_mode=hwdge`` requires equal dtypes. ``oob_mode``/``dge_mode``/``engine`` accept raw ints.
-    Raises: ShapeError, MemorySpaceError, DtypeError.
+    Indirect (gather/scatter, SWDGE): ``src`` or ``dst`` (not both) may be an HBM
+    ``t.ap(pattern, vector_offset=idx, indirect_dim=0)`` view with R rows; the other side must have
+    R partitions (SBUF) or R rows (HBM dim 0), row w pairing with index ``idx[w]``. An index outside
+    the base's rows is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``, skips that
+    row (its destination row is left untouched). ``dge_mode=hwdge`` is refused for indirect views.
+    Raises: ShapeError, MemorySpaceError, DtypeError, BoundsError, UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy).
     """
     op = "nisa.dma_copy"
     t = target(op)
+    if isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor):
+        return _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name)
     rules.tensor(op, "dst", dst)
     rules.tensor(op, "src", src)
     rules.on_chip(op, "src", src, _DMA_BUFFERS)
@@ -49,6 +57,40 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
         rules.partitions(op, "dst", dst, t)
     write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
     trace.emit(op, dst=dst, src=src)
+    return NkiInstruction(op, name)
+
+
+def _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name):
+    """dma_copy with one IndirectTensor side: a row gather (src) or row scatter (dst)."""
+    if isinstance(dst, IndirectTensor) and isinstance(src, IndirectTensor):
+        raise UnsupportedError(op, "only one of src and dst may be an indirect (vector_offset) view")
+    mode = as_enum(_dge_mode, dge_mode, op)
+    skip = as_enum(_oob, oob_mode, op) is _oob.skip
+    if mode is _dge_mode.hwdge:
+        raise UnsupportedError(op, "indirect (vector_offset) DMA needs the software DGE, not dge_mode=hwdge")
+    scatter = isinstance(dst, IndirectTensor)
+    ind, plain, pname = (dst, src, "src") if scatter else (src, dst, "dst")
+    rules.tensor(op, pname, plain)
+    rules.on_chip(op, pname, plain, _DMA_BUFFERS)
+    if plain.on_chip:
+        rules.partitions(op, pname, plain, t)
+    rules.same_size(op, "dst", dst, "src", src)
+    rows = ind.shape[0]
+    if plain.shape[0] != rows:
+        raise ShapeError(op, f"{pname} dim 0 is {plain.shape[0]}; the indirect view has {rows} rows "
+                             f"and row w pairs with {pname}[w]")
+    ok = valid_rows(ind, op, skip)
+    idx = ind.row_indices()
+    same = dst.dtype == src.dtype
+    for w in np.flatnonzero(ok):
+        part = plain[w:w + 1]
+        base_row = ind.row_view(int(idx[w]), op)
+        if scatter:
+            write(base_row, read_raw(part) if same else read_f32(part))
+        else:
+            write(part, read_raw(base_row) if same else read_f32(base_row))
+    trace.emit(op, dst=plain if not scatter else ind.base, src=plain if scatter else ind.base,
+               indirect=True, rows=int(ok.sum()))
     return NkiInstruction(op, name)
 
 

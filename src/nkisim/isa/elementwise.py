@@ -34,7 +34,9 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
     shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (unless engine=vector); Decision: results saturate to dst's range.
+    computes exactly (unless engine=vector) in native 32-bit arithmetic, which wraps modulo 2**32
+    (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
+    like any value (saturating into a narrower integer dtype).
     Raises: ShapeError, MemorySpaceError, DtypeError, NkiError (unknown op).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
     """
@@ -63,6 +65,7 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     elif (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and row.name in _EXACT_INT_OPS
           and eng is not _engine.vector):
         res = row.fn(read_raw(data1).astype(np.int64), read_raw(data2).astype(np.int64).reshape(shape))
+        res = res.astype(data1.dtype)          # native 32-bit integer arithmetic wraps
     else:
         res = row.fn(read_f32(data1), read_f32(data2).reshape(shape))
     write(dst, res)

@@ -23,16 +23,18 @@ def _sync_core(op):
 def core_barrier(data, cores=(0, 1), engine=_engine.gpsimd, name=None):
     """Every core in ``cores`` waits until all have reached this barrier (for ``data``).
 
-    Under LNC1 it returns at once. ``cores`` must be (0, 1). Raises DeadlockError when the other
-    core finishes without reaching it or reaches a different sync point.
+    Only in an LNC2 launch (the docs allow it only with LNC enabled; under LNC1 it raises
+    UnsupportedError). ``cores`` must be (0, 1). Raises DeadlockError when the other core finishes
+    without reaching it or reaches a different sync point.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (core_barrier).
     """
     op = "nisa.core_barrier"
     core = _sync_core(op)
     if tuple(cores) != (0, 1):
         raise ShapeError(op, f"cores must be (0, 1), got {tuple(cores)}")
-    if core.launch.lnc > 1:
-        core.launch.sync.exchange(core.core_id, op, ("core_barrier",))
+    if core.launch.lnc < 2:
+        raise UnsupportedError(op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has one core")
+    core.launch.sync.exchange(core.core_id, op, ("core_barrier",))
     trace.emit(op, data=data)
     return NkiInstruction(op, name)
 
@@ -63,6 +65,9 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
             raise ShapeError(op, f"{nm} {int(r)} must be the other core's id {peer}")
     data = read_raw(src).copy()
     got = core.launch.sync.exchange(core.core_id, op, ("sendrecv", int(pipe_id)), data)
+    if got.shape != dst.np().shape or got.dtype != dst.np().dtype:
+        raise ShapeError(op, f"core {peer} sent src {got.shape} {got.dtype} but dst on core "
+                             f"{core.core_id} is {dst.shape} {dst.dtype}; both cores must pass equal shapes")
     write(dst, got)
     trace.emit(op, src=src, dst=dst)
     return NkiInstruction(op, name)

@@ -7,7 +7,8 @@ from ..memory.buffers import (MemoryRegion, hbm, is_hbm, is_on_chip, is_psum, is
                               psum, sbuf, shared_hbm)
 from ..memory.tensor import NkiTensor
 from ..runtime.kernel import num_programs, program_id, program_ndim
-from ..runtime.loops import affine_range, range, sequential_range, static_range  # noqa: A004
+from ..runtime.loops import (affine_range, dynamic_range, fori_loop, range, sequential_range,  # noqa: A004
+                             static_range, while_loop)
 from .creation import *  # noqa: F401,F403
 from .misc import *  # noqa: F401,F403
 from .ops import *  # noqa: F401,F403
@@ -25,6 +26,6 @@ tensor = NkiTensor
 __all__ = sorted(set(_creation.__all__ + _misc.__all__ + _ops.__all__ + _tile.__all__) | {
     "MemoryRegion", "hbm", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "private_hbm", "psum", "sbuf",
     "shared_hbm", "NkiTensor", "tensor", "num_programs", "program_id", "program_ndim", "affine_range",
-    "range", "sequential_range", "static_range", "tile_size", "float32", "float16", "bfloat16",
+    "range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop", "tile_size", "float32", "float16", "bfloat16",
     "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "int8", "int16", "int32", "uint8",
     "uint16", "uint32", "bool_", "bool"})

@@ -73,8 +73,10 @@ def shared_identity_matrix(n, dtype=_dt.uint8, dst=None, **ignored) -> NkiTensor
     """An ``n`` x ``n`` identity. Decision: returned in SBUF, as real kernels use it (the moving
     operand of TensorE transposes), though the docs also liken it to shared_constant (HBM)."""
     n = int(n)
-    if n > state.core("nl.shared_identity_matrix").target.pmax:
-        raise ShapeError("nl.shared_identity_matrix", f"n {n} exceeds the partition limit")
+    tgt = state.core("nl.shared_identity_matrix").target
+    if n > tgt.pmax:
+        raise ShapeError("nl.shared_identity_matrix", f"n {n} exceeds the partition limit {tgt.pmax} on "
+                                                      f"{tgt.name}")
     t = dst if dst is not None else access.allocate((n, n), dtype, sbuf, "identity",
                                                    op="nl.shared_identity_matrix", fill=False)
     access.write(t, np.eye(n, dtype=np.float32))

@@ -124,10 +124,13 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
     alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument", precise)
     if in_place:
         alloc.snapshot = _NOT_TAKEN
+    elif not array.flags.writeable:
+        alloc.snapshot = _READ_ONLY
     return contiguous_view(alloc)
 
 
 _NOT_TAKEN = object()
+_READ_ONLY = object()
 
 
 def is_in_place(t: NkiTensor) -> bool:
@@ -138,7 +141,7 @@ def is_in_place(t: NkiTensor) -> bool:
 def restore(t: NkiTensor) -> None:
     """Undo a failed kernel's writes to a caller's array used in place."""
     snap = t.alloc.snapshot
-    if snap is not None and snap is not _NOT_TAKEN:
+    if isinstance(snap, np.ndarray):
         t.alloc.storage[...] = snap
 
 
@@ -151,6 +154,11 @@ def copy_back(t: NkiTensor, array: np.ndarray) -> None:
 def _first_write(alloc) -> None:
     if alloc.snapshot is _NOT_TAKEN:
         alloc.snapshot = alloc.storage.copy()
+    elif alloc.snapshot is _READ_ONLY:
+        from ..checks.where import current_op
+        op, _ = current_op(depth=3, kind="w")
+        raise MemorySpaceError(op, f"dst is {alloc.name}, a read-only array of the caller; the kernel "
+                                   f"cannot write it (pass a writeable array)")
     alloc.written = True
 
 

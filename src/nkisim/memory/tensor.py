@@ -55,11 +55,13 @@ def _contiguous_strides(shape):
 
 
 def _index(value, op="index"):
-    """An integer index from an int, NumPy integer or anything with ``__index__``."""
+    """An integer index from an int, NumPy integer or anything with ``__index__`` (not a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise BoundsError(op, f"index must be an integer, got bool {value!r}")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{op}: expected an integer, got {type(value).__name__} {value!r}") from None
+        raise BoundsError(op, f"index must be an integer, got {type(value).__name__} {value!r}") from None
 
 
 class NkiTensor:
@@ -219,8 +221,9 @@ class NkiTensor:
         """Basic indexing: ints, slices (step >= 1), ``nl.ds``, ``...``; missing trailing dims are ``:``.
 
         On SBUF/PSUM an int on dim 0 keeps the partition dim (size 1) and the result is never below
-        2-D; on HBM ints drop their dim (never below 1-D). Negative ints count from the end;
-        Decision: negative or past-the-end slice bounds raise BoundsError (no clipping).
+        2-D; on HBM ints drop their dim (never below 1-D). Decision: negative indices and negative or
+        past-the-end slice bounds raise BoundsError (no NumPy wrap-around, no clipping; the docs
+        show only non-negative indices); ``None``, floats and bools raise BoundsError too.
         """
         op = "tensor indexing"
         if not isinstance(key, tuple):
@@ -252,9 +255,8 @@ class NkiTensor:
                     raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                                ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
                 i = _index(k, op)
-                if i < -n or i >= n:
+                if i < 0 or i >= n:
                     raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{n}")
-                i %= n
                 offset += i * s
                 if self.on_chip and d == 0:
                     shape.append(1)
@@ -429,6 +431,11 @@ class NkiTensor:
         absolute in the storage. ``.ap()`` ignores this view's shape and strides. On-chip, the first
         step must equal the allocation's elements per partition (no partition striding).
         ``scalar_offset`` (register or 1x1 int tensor) adds ``value * prod(alloc.shape[d+1:])``.
+        ``vector_offset`` (SBUF int tensor (rows, 1), ``indirect_dim=0``) on an HBM tensor returns an
+        ``indirect.IndirectTensor`` for ``nisa.dma_copy`` gather/scatter: row w is base row
+        ``vector_offset[w]``, the row step being prod(shape[1:]) of the tensor ``.ap`` is called on
+        (Decision: a reshape of an argument counts as its own base, as NKI's reshape returns a new
+        tensor handle; the tensor must be contiguous).
         """
         op = "NkiTensor.ap"
         base = self.view(dtype) if dtype is not None else self
@@ -437,7 +444,10 @@ class NkiTensor:
         counts = tuple(p[1] for p in pairs)
         off = base.offset if offset is None else _index(offset, op)
         if vector_offset is not None:
-            raise UnsupportedError(op, "vector_offset (indirect gather/scatter) is not supported yet")
+            if scalar_offset is not None:
+                raise ShapeError(op, "scalar_offset and vector_offset are mutually exclusive")
+            from . import indirect
+            return indirect.make(base, counts, steps, off, vector_offset, _index(indirect_dim, op), op)
         if scalar_offset is not None:
             from .access import dynamic_index
             value = dynamic_index(scalar_offset, op)

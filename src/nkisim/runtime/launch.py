@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import contextvars
 import functools
+import os
 import sys
 import threading
 import types
@@ -181,6 +182,13 @@ def _report(func, found) -> None:
     print("\n".join(lines), file=sys.stderr)
 
 
+def _def_site(func) -> str:
+    """``file:line`` of the kernel's ``def``: the location of a launch error, which no instruction
+    line of the kernel caused (Decision: better than the caller's line, which is not kernel code)."""
+    code = getattr(func, "__code__", None)
+    return f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code is not None else "?"
+
+
 def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
         settings: Settings | None = None, findings: list | None = None):
     """Simulate ``func(*args, **kwargs)`` on ``lnc`` cores; return its outputs as caller arrays.
@@ -190,16 +198,17 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     arguments are in the caller's arrays.
     With ``settings.findings == "all"`` broken rules inside instructions are recorded, not raised;
     they are printed grouped by rule and appended to ``findings`` (if given).
-    Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks.
+    Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks (located at
+    the kernel's ``def`` line).
     """
     settings = settings or Settings.from_env()
     target = arch.get(settings.target)
     if lnc not in (1, 2):
         raise UnsupportedError("nki.jit", f"launch grid [{lnc}] is not supported; use kernel[1] or kernel[2] (LNC2)",
-                               where="?")
+                               where=_def_site(func))
     if lnc > target.lnc_max:
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
-                                          f"{target.name} has {target.lnc_max}", where="?")
+                                          f"{target.name} has {target.lnc_max}", where=_def_site(func))
     func = _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
     buffer = shared_hbm if lnc > 1 else private_hbm

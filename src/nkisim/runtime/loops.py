@@ -73,9 +73,37 @@ def static_range(start, stop=None, step=1):
     return _Range("static", start, stop, step)
 
 
+def _int(v):
+    return int(v)
+
+
+def dynamic_range(start, stop=None, step=1):
+    """An on-device loop; bounds may be registers. Yields read-only induction registers."""
+    from ..isa.registers import VirtualRegister
+    if stop is None:
+        start, stop = 0, start
+    for i in builtins.range(_int(start), _int(stop), int(step)):
+        yield VirtualRegister(i, frozen=True)
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """Call ``body_fun(i)`` for i in range(lower, upper, step); ``i`` is a read-only register."""
+    for i in dynamic_range(lower, upper, step):
+        body_fun(i)
+
+
+def while_loop(init, body_fun):
+    """``r = init; while r != 0: r = body_fun(r)`` (the condition is tested first)."""
+    r = init
+    while int(r) != 0:
+        r = body_fun(r)
+    return r
+
+
 def range(start, stop=None, step=1):  # noqa: A001 - NKI's own name
     """``nl.range``: a plain loop, in order."""
     return _Range("sequential", start, stop, step)
 
 
-__all__ = ["affine_range", "sequential_range", "static_range", "range"]
+__all__ = ["affine_range", "sequential_range", "static_range", "range", "dynamic_range", "fori_loop",
+           "while_loop"]

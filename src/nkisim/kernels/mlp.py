@@ -1,0 +1,134 @@
+"""SwiGLU MLP ``(silu(x @ w_gate) * (x @ w_up)) @ w_down``: the fused NKI kernel, its PyTorch
+fallback and the functional op ``swiglu_mlp``.
+
+Imports torch, nkisim.torch, the ``nkisim.nki`` faces and kernels.linear; never isa/checks internals.
+"""
+from __future__ import annotations
+
+import torch
+
+import nkisim.nki as nki
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.torch import routes, wrap_nki
+
+from .linear import load_transposed
+
+MAX_H = 8192            # hidden size: x rows and x.T blocks stay in SBUF (<= 64 KiB/partition)
+MAX_I = 16384           # intermediate size: h.T stays in SBUF (<= 64 KiB/partition)
+_DTYPES = (torch.float32, torch.bfloat16)
+
+
+@nki.jit
+def swiglu_mlp_kernel(x, w_gate, w_up, w_down):
+    """out[T, H] = (silu(x @ w_gate) * (x @ w_up)) @ w_down, fp32 PSUM accumulation.
+
+    x [T, H], w_gate/w_up [H, I], w_down [I, H] in HBM, one dtype (fp32 or bf16); out [T, H] in
+    x's dtype, shared HBM. Per tile of <= 128 tokens: x.T blocks in SBUF (``load_transposed``);
+    gate and up are computed already transposed, [I tile, tokens] = w[:, I tile].T @ x.T, with the
+    weight block (<= 128 x 128) stationary and x.T moving, accumulated over H in PSUM; ScalarE
+    applies silu reading PSUM, VectorE multiplies by up, giving h.T tiles in SBUF — exactly the
+    stationary operand of the down projection, which accumulates over I into [tokens, 512] PSUM
+    tiles. Under LNC2 each core takes a contiguous share of the tokens.
+    Decision: h is rounded once into x's dtype before the down projection (TensorE pairs fp32
+    only with fp32, so bf16 weights need a bf16 h); the fallback rounds h the same way.
+    """
+    T, H = x.shape
+    I = w_gate.shape[1]
+    P = nl.tile_size.pmax
+    TM = nl.tile_size.gemm_stationary_fmax
+    TN = nl.tile_size.gemm_moving_fmax
+    out = nl.ndarray((T, H), dtype=x.dtype, buffer=nl.shared_hbm)
+    per_core = -(-T // nl.num_programs(0))
+    start = nl.program_id(0) * per_core
+    rows = max(0, min(per_core, T - start))
+    n_ht, n_it = -(-H // P), -(-I // P)
+
+    for tt in nl.affine_range(-(-rows // TM)):
+        t0 = start + tt * TM
+        tn = min(TM, start + rows - t0)
+        xT = load_transposed(x, t0, tn, H, x.dtype)
+
+        # h.T[i, t] = silu(gate.T) * up.T, one 128-row block of I at a time
+        hT = nl.ndarray((P, n_it, TM), dtype=x.dtype, buffer=nl.sbuf)
+        for i in nl.affine_range(n_it):
+            i0, inn = i * P, min(P, I - i * P)
+            gate_psum = nl.ndarray((P, TM), dtype=nl.float32, buffer=nl.psum)
+            up_psum = nl.ndarray((P, TM), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(n_ht):
+                kn = min(P, H - k * P)
+                wg = nl.ndarray((P, P), dtype=w_gate.dtype, buffer=nl.sbuf)
+                wu = nl.ndarray((P, P), dtype=w_up.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=wg[0:kn, 0:inn], src=w_gate[nl.ds(k * P, kn), nl.ds(i0, inn)])
+                nisa.dma_copy(dst=wu[0:kn, 0:inn], src=w_up[nl.ds(k * P, kn), nl.ds(i0, inn)])
+                nisa.nc_matmul(dst=gate_psum[0:inn, 0:tn], stationary=wg[0:kn, 0:inn],
+                               moving=xT[0:kn, k, 0:tn])
+                nisa.nc_matmul(dst=up_psum[0:inn, 0:tn], stationary=wu[0:kn, 0:inn],
+                               moving=xT[0:kn, k, 0:tn])
+            act = nl.ndarray((P, TM), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=act[0:inn, 0:tn], op=nl.silu, data=gate_psum[0:inn, 0:tn])
+            nisa.tensor_tensor(dst=hT[0:inn, i, 0:tn], data1=act[0:inn, 0:tn],
+                               data2=up_psum[0:inn, 0:tn], op=nl.multiply)
+
+        # out[t, :] = h[t, :] @ w_down, [tokens, 512] PSUM tiles accumulated over I
+        for j in nl.affine_range(-(-H // TN)):
+            c0, cn = j * TN, min(TN, H - j * TN)
+            acc = nl.ndarray((TM, TN), dtype=nl.float32, buffer=nl.psum)
+            for i in nl.affine_range(n_it):
+                i0, inn = i * P, min(P, I - i * P)
+                wd = nl.ndarray((P, TN), dtype=w_down.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=wd[0:inn, 0:cn], src=w_down[nl.ds(i0, inn), nl.ds(c0, cn)])
+                nisa.nc_matmul(dst=acc[0:tn, 0:cn], stationary=hT[0:inn, i, 0:tn],
+                               moving=wd[0:inn, 0:cn])
+            res = nl.ndarray((TM, TN), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res[0:tn, 0:cn], src=acc[0:tn, 0:cn])
+            nisa.dma_copy(dst=out[nl.ds(t0, tn), nl.ds(c0, cn)], src=res[0:tn, 0:cn])
+    return out
+
+
+def swiglu_mlp_fallback(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
+                        w_down: torch.Tensor) -> torch.Tensor:
+    """PyTorch SwiGLU MLP: fp32 math; h rounded into x's dtype like the kernel; cast back."""
+    xf = x.float()
+    h = (torch.nn.functional.silu(xf @ w_gate.float()) * (xf @ w_up.float())).to(x.dtype)
+    return (h.float() @ w_down.float()).to(x.dtype)
+
+
+def _output_spec(x, w_gate, w_up, w_down):
+    return tuple(x.shape), x.dtype
+
+
+_kernel = wrap_nki(swiglu_mlp_kernel, output_spec=_output_spec)[2]
+_dispatch = routes.dispatch(_kernel, swiglu_mlp_fallback)
+
+
+def kernel_fits(x, w_gate, w_up, w_down) -> bool:
+    """The kernel's limits: x [T >= 1, H], w_gate/w_up [H, I], w_down [I, H], one dtype (fp32 or
+    bf16), H <= MAX_H, I <= MAX_I."""
+    if any(t.dim() != 2 for t in (x, w_gate, w_up, w_down)):
+        return False
+    T, H = x.shape
+    I = w_gate.shape[1]
+    return (T >= 1 and 1 <= H <= MAX_H and 1 <= I <= MAX_I and tuple(w_gate.shape) == (H, I)
+            and tuple(w_up.shape) == (H, I) and tuple(w_down.shape) == (I, H)
+            and x.dtype in _DTYPES and all(w.dtype == x.dtype for w in (w_gate, w_up, w_down)))
+
+
+def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
+               w_down: torch.Tensor) -> torch.Tensor:
+    """Llama's MLP: ``(silu(x @ w_gate) * (x @ w_up)) @ w_down``.
+
+    Shapes: x [T, H], w_gate [H, I], w_up [H, I], w_down [I, H] -> [T, H]. Dtypes: float32 or
+    bfloat16, all the same (output in x's dtype); matmuls accumulate in fp32; h = silu(g) * u is
+    rounded once into x's dtype (Decision, see the kernel), the output once more.
+    Route: the fused NKI kernel (LNC2) when ``can_run_kernel(x)`` and the kernel fits (H <= 8192,
+    I <= 16384, one dtype); else the fallback; counted under ``nkisim.kernels.mlp.swiglu_mlp_kernel``.
+    """
+    if not kernel_fits(x, w_gate, w_up, w_down):
+        if not torch.compiler.is_compiling():
+            routes.count(_kernel.kernel_name, "fallback")
+        return swiglu_mlp_fallback(x, w_gate, w_up, w_down)
+    return _dispatch(x.contiguous(), w_gate.contiguous(), w_up.contiguous(), w_down.contiguous())
+
+
+__all__ = ["swiglu_mlp", "swiglu_mlp_kernel", "swiglu_mlp_fallback", "kernel_fits", "MAX_H", "MAX_I"]
