@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import contextvars
+import os
 import functools
 import os
 import sys
@@ -246,7 +247,26 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     return _unbind(result, by_alloc, kind)
 
 
+_BLAS = None
+
+
+def _blas_share(n_cores: int):
+    """Decision: while n simulated cores run as threads, each core's BLAS gets cpu_count // n
+    threads (at least 1), so the cores do not oversubscribe the CPU (many small matmuls otherwise
+    stall on a 2-CPU machine). The limit is process-wide and lifted when the launch ends."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=max(1, (os.cpu_count() or 1) // n_cores), user_api="blas")
+
+
 def _run_lnc(func, args, kwargs, launch):
+    with _blas_share(launch.lnc):
+        return _run_cores(func, args, kwargs, launch)
+
+
+def _run_cores(func, args, kwargs, launch):
     n = launch.lnc
     launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
     results: list = [None] * n
