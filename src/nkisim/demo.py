@@ -20,6 +20,7 @@ from typing import Sequence, TextIO
 import numpy as np
 
 SEED = 0
+MODEL = "tiny_llama"      # the name of the model section in ``--only``
 
 _SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
           "float8_e4m3": "fp8e4", "float8_e5m2": "fp8e5"}
@@ -116,17 +117,30 @@ def _cells(r: Result) -> list[str]:
 
 
 def run(small: bool = False, only: list | None = None, file: TextIO | None = None) -> int:
-    """Run the examples (all, or those named in ``only``), print the table; return the exit code:
-    0 when every example passed, 1 when any failed or raised, 2 for an unknown example name."""
+    """Run the examples (all, or those named in ``only``), print the table, then the tiny model
+    section (``run_model``; in ``only`` it is named MODEL); return the exit code: 0 when every
+    example and the model passed, 1 when any failed or raised, 2 for an unknown name."""
     from . import examples
-    from .config import Settings
     out = file if file is not None else sys.stdout
-    names = list(only) if only else list(examples.NAMES)
+    with_model = not only or MODEL in only
+    names = [n for n in only if n != MODEL] if only else list(examples.NAMES)
     unknown = [n for n in names if n not in examples.NAMES]
     if unknown:
         print(f"nkisim demo: unknown example(s) {', '.join(unknown)}; expected some of "
-              f"{', '.join(examples.NAMES)}", file=out)
+              f"{', '.join(examples.NAMES + (MODEL,))}", file=out)
         return 2
+    failed = _run_examples(names, small, out) if names else []
+    model_ok = True
+    if with_model:
+        if names:
+            print(file=out)
+        model_ok = run_model(small=small, file=out)
+    return 1 if failed or not model_ok else 0
+
+
+def _run_examples(names: list, small: bool, out: TextIO) -> list:
+    """Print the example table; return the results that did not pass."""
+    from .config import Settings
     target = Settings.from_env().target
     plural = "s" if len(names) != 1 else ""
     print(f"nkisim demo: {len(names)} example kernel{plural}, {'small' if small else 'full-size'} "
@@ -151,7 +165,94 @@ def run(small: bool = False, only: list | None = None, file: TextIO | None = Non
             print(f"{r.name}: {r.error}", file=out)
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed "
           f"({time.perf_counter() - t_start:.1f} s)", file=out)
-    return 1 if failed else 0
+    return failed
 
 
-__all__ = ["run", "run_example", "Result", "compare", "describe"]
+# ---------------------------------------------------------------------------------------------
+# The tiny Llama (nkisim.models) in its three modes
+
+
+def _toks(t) -> str:
+    return " | ".join(" ".join(str(v) for v in row) for row in t.tolist())
+
+
+def run_model(small: bool = False, file: TextIO | None = None) -> bool:
+    """Generate with the tiny Llama in each mode; print tokens, max |logit - fallback logit|,
+    time per token, per-kernel calls and simulator time. True when every mode gives the fallback's
+    tokens, logits within ``models.logit_bound``, the simulator modes ran every kernel and no
+    fallback, and the fallback mode ran no kernel. Full: fp32 and bf16, 8 tokens, inductor;
+    small: fp32, 4 tokens, aot_eager (an inductor compile alone takes ~30 s)."""
+    out = file if file is not None else sys.stdout
+    try:
+        import torch
+    except ModuleNotFoundError:
+        print("tiny model: skipped (torch is not installed; pip install nkisim[torch])", file=out)
+        return True
+    from threadpoolctl import threadpool_limits
+    from .models import LlamaConfig, TinyLlama, demo_prompts, logit_bound
+    dtypes = (torch.float32,) if small else (torch.float32, torch.bfloat16)
+    n_new, backend = (4, "aot_eager") if small else (8, "inductor")
+    c, prompts = LlamaConfig(), demo_prompts()
+    n_params = TinyLlama(c).num_parameters()
+    print(f"tiny Llama: {n_params / 1e6:.2f} M parameters (vocab {c.vocab_size}, hidden {c.hidden_size}, "
+          f"{c.n_layers} layers, {c.n_q_heads} q / {c.n_kv_heads} kv heads x {c.head_dim}, MLP "
+          f"{c.intermediate_size}), paged KV cache (blocks of {c.block_size}); prompts of "
+          f"{', '.join(str(len(p)) for p in prompts)} tokens, {n_new} new tokens each, greedy; "
+          f"compiled = torch.compile(fullgraph=True, backend={backend!r})"
+          + (" (--small: aot_eager, fp32 only; the full demo compiles with inductor)" if small else ""),
+          file=out)
+    ok, t_start = True, time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            for dtype in dtypes:
+                ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out)
+    except Exception as exc:  # reported; the demo then exits non-zero
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        print(f"tiny model: ERROR {type(exc).__name__}: {exc} [{os.path.basename(where.filename)}:"
+              f"{where.lineno}]", file=out)
+        ok = False
+    finally:
+        torch.set_num_threads(threads)
+    print(f"tiny model: {'PASS' if ok else 'FAIL'} ({time.perf_counter() - t_start:.1f} s)", file=out)
+    return ok
+
+
+def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
+    from .models import MODES, run_mode
+    runs = {m: run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend) for m in MODES}
+    ref = runs["fallback"].generation
+    bound = rel_bound * float(ref.logits.abs().max())
+    print(f"\n{str(dtype).replace('torch.', '')}: max |dlogit| bound {bound:.2e}", file=out)
+    print(f"{'mode':<10}  {'tokens (seq 0 | seq 1)':<48}  {'max |dlogit|':>12}  {'prefill ms':>10}  "
+          f"{'ms/token':>9}  check", file=out)
+    ok = True
+    for mode, r in runs.items():
+        g = r.generation
+        diff = float((g.logits - ref.logits).abs().max())
+        kernels_ok = (all(v == 0 for v in r.kernel_calls.values()) if mode == "fallback" else
+                      all(v > 0 for v in r.kernel_calls.values())
+                      and all(v == 0 for v in r.fallback_calls.values()))
+        good = _equal(g.tokens, ref.tokens) and diff <= bound and kernels_ok and bool(r.kernel_calls)
+        ok &= good
+        note = f" (compile + first run {r.compile_s:.1f} s)" if r.compile_s is not None else ""
+        print(f"{mode:<10}  {_toks(g.tokens):<48}  {diff:>12.2e}  {g.prefill_s * 1e3:>10.1f}  "
+              f"{r.s_per_token * 1e3:>9.1f}  {'PASS' if good else 'FAIL'}{note}", file=out)
+    sim, fb, comp = runs["simulator"], runs["fallback"], runs["compiled"]
+    print(f"{'kernel':<32}  {'sim calls':>9}  {'compiled calls':>14}  {'fallback calls':>14}", file=out)
+    for name in sorted(sim.kernel_calls):
+        print(f"{name:<32}  {sim.kernel_calls[name]:>9}  {comp.kernel_calls.get(name, 0):>14}  "
+              f"{fb.fallback_calls.get(name, 0):>14}", file=out)
+    print(f"{'op (eager)':<32}  {'calls':>9}  {'simulator ms':>14}  {'fallback ms':>14}", file=out)
+    for op, sec in sim.op_seconds.items():
+        print(f"{op:<32}  {sim.op_calls[op]:>9}  {sec * 1e3:>14.1f}  {fb.op_seconds[op] * 1e3:>14.2f}",
+              file=out)
+    return ok
+
+
+def _equal(a, b) -> bool:
+    return a.shape == b.shape and bool((a == b).all())
+
+
+__all__ = ["run", "run_example", "run_model", "Result", "compare", "describe"]
