@@ -12,7 +12,7 @@ from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..checks import uninit
-from ..memory.access import flags_view, read_f32, read_raw, write
+from ..memory.access import matmul_flags, read_f32, read_raw, write
 from .enums import NkiInstruction, as_enum, matmul_perf_mode as _perf
 from .operands import target
 
@@ -82,7 +82,6 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             raise DtypeError(op, f"is_transpose: dst dtype {dd} must equal stationary dtype {sd}")
         _check_dst(op, dst, m, n, t, check_dtype=False)
         write(dst, read_raw(stationary).reshape(k, m).T, matmul=True)
-        flags_view(dst)[...] = True
         trace.emit(op, dst=dst, stationary=stationary, moving=moving, transpose=True)
         return NkiInstruction(op, name)
 
@@ -105,21 +104,16 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     _check_dst(op, dst, m, n, t)
     if res is None:
         res = np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n))
-    flags = flags_view(dst)
     # Reads of dst below are the documented PSUM accumulation: no race / uninitialised-read hooks,
     # except that accumulate=True onto never-written PSUM is undefined (strict mode reports it).
-    if accumulate is None:
-        if flags.all():
-            res += read_f32(dst, hooks=False).reshape(m, n)
-        elif flags.any():
-            old = read_f32(dst, hooks=False).reshape(m, n)
-            res = np.where(flags.reshape(m, n), old + res, res)
-    elif accumulate:
-        if dst.alloc.init is not None:
-            uninit.check_read(dst)
-        res += read_f32(dst, hooks=False).reshape(m, n)
-    write(dst, res, matmul=True)
-    flags[...] = True
+    add = matmul_flags(dst) if accumulate is None else bool(accumulate)
+    if accumulate and dst.alloc.init is not None:
+        uninit.check_read(dst)
+    if add is True or add is False:
+        write(dst, res, matmul=True, add=add)
+    else:
+        old = read_f32(dst, hooks=False).reshape(m, n)
+        write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
     trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
     return NkiInstruction(op, name)
 

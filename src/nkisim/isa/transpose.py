@@ -11,7 +11,7 @@ from .. import dtypes as _dt
 from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, EngineError, ShapeError
-from ..memory.access import flags_view, read_f32, read_raw, write
+from ..memory.access import read_f32, read_raw, write
 from ..memory.buffers import psum, sbuf
 from .enums import NkiInstruction, as_enum, engine as _engine
 from .operands import target
@@ -68,7 +68,6 @@ def nc_transpose(dst, data, engine=_engine.unknown, name=None):
         values = read_raw(data).reshape(p, f).T
     if eng is _engine.tensor:
         write(dst, values, matmul=True)
-        flags_view(dst)[...] = True
     else:
         write(dst, values)
     trace.emit(op, dst=dst, data=data, engine=eng)

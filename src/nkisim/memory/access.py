@@ -203,34 +203,71 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     return np.asarray(t, dtype=F32)
 
 
-def write(t: NkiTensor, values, matmul: bool = False) -> None:
+def write(t: NkiTensor, values, matmul: bool = False, add: bool = False) -> None:
     """Round ``values`` once into ``t``'s dtype and store them through the view.
 
     ``values`` must have ``t``'s element count (any shape with the same partition-major order, or
-    broadcastable to ``t.shape``). Non-matmul writes clear the PSUM matmul flags of the region.
+    broadcastable to ``t.shape``). ``add=True`` stores ``t + values`` (the fp32 sum, rounded once;
+    in place when ``t`` is stored as float32) — the PSUM accumulation of ``nc_matmul``; that read of
+    ``t`` is part of the accumulation, so it is not reported as a race or uninitialised read.
+    ``matmul=True`` marks the region as written by a matmul (PSUM auto-accumulate flags); any other
+    write clears those flags.
     """
     alloc = t.alloc
     if alloc.watch is not None:
         alloc.watch(t, "w", matmul)
-    arr = _dt.round_into(values, t.dtype, alloc.precise)
     dst = t.np()
-    if arr.shape != dst.shape and arr.size == dst.size:
-        arr = arr.reshape(dst.shape)
     if not alloc.written:
         _first_write(alloc)
-    dst[...] = arr
-    if alloc.mm_flags is not None and not matmul:
-        flags_view(t)[...] = False
+    if add and dst.dtype == F32 and t.dtype == F32:
+        values = np.asarray(values)
+        dst += values.reshape(dst.shape) if values.shape != dst.shape and values.size == dst.size else values
+    else:
+        if add:
+            values = dst.astype(F32) + np.asarray(values).reshape(dst.shape)
+        arr = _dt.round_into(values, t.dtype, alloc.precise)
+        if arr.shape != dst.shape and arr.size == dst.size:
+            arr = arr.reshape(dst.shape)
+        dst[...] = arr
+    if alloc.mm_flags is not None:
+        set_matmul_flags(t, matmul)
     if alloc.init is not None:
         uninit.mark_written(t)
 
 
-def flags_view(t: NkiTensor) -> np.ndarray:
-    """The PSUM matmul-written flags of the view's elements (same layout as the storage)."""
+def _whole(t: NkiTensor) -> bool:
+    return t.size == t.storage.size and t.storage is t.alloc.storage
+
+
+def matmul_flags(t: NkiTensor):
+    """Whether each element of a PSUM view was last written by a matmul: a Python bool when the
+    whole view agrees (the common case, O(1)), else a bool array of the view's shape."""
     flags = t.alloc.mm_flags
+    if isinstance(flags, bool):
+        return flags
     if t.storage is not t.alloc.storage:
         raise NkiError("nisa.nc_matmul", "PSUM destination viewed with another dtype is not supported")
-    return np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
+    view = np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
+    if view.all():
+        return True
+    return view if view.any() else False
+
+
+def set_matmul_flags(t: NkiTensor, value: bool) -> None:
+    """Mark the view's PSUM elements as written (True) or not written (False) by a matmul."""
+    alloc = t.alloc
+    flags = alloc.mm_flags
+    if _whole(t):
+        alloc.mm_flags = value
+        return
+    if isinstance(flags, bool):
+        if flags == value:
+            return
+        flags = alloc.mm_flags = np.full(alloc.storage.shape, flags, np.bool_)
+    if t.storage is not alloc.storage:
+        flags[...] = value          # a reinterpreted view: be conservative, mark everything
+        return
+    np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)[...] = value
 
 
 def assign(dst: NkiTensor, value) -> None:
@@ -260,4 +297,4 @@ def dynamic_index(value, op: str) -> int:
 
 
 __all__ = ["allocate", "wrap_array", "to_numpy", "read_raw", "read_f32", "write", "assign",
-           "flags_view", "dynamic_index", "check_dtype", "MemorySpaceError"]
+           "matmul_flags", "set_matmul_flags", "dynamic_index", "check_dtype", "MemorySpaceError"]

@@ -36,7 +36,7 @@ class Allocation:
         self.name = name
         self.core_id = core_id
         self.written = False
-        self.mm_flags = np.zeros(storage.shape, np.bool_) if buffer is psum else None
+        self.mm_flags = False if buffer is psum else None   # bool (uniform) or a bool array
         self.where = where
         self.snapshot = None   # a caller's array used in place: its values before the first write
         self.psum_offset = 0   # PSUM: byte offset within each partition (memory.capacity)
