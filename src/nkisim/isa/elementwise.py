@@ -13,7 +13,7 @@ from .. import dtypes as _dt
 from .. import state, trace
 from ..checks import rules
 from ..errors import DtypeError, EngineError, NkiError, ShapeError, UnsupportedError
-from ..memory.access import read_f32, read_raw, write
+from ..memory.access import out_f32, read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
@@ -67,7 +67,13 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
         res = row.fn(read_raw(data1).astype(np.int64), read_raw(data2).astype(np.int64).reshape(shape))
         res = res.astype(data1.dtype)          # native 32-bit integer arithmetic wraps
     else:
-        res = row.fn(read_f32(data1), read_f32(data2).reshape(shape))
+        a, b = read_f32(data1), read_f32(data2)
+        out = out_f32(dst) if isinstance(row.fn, np.ufunc) else None
+        if out is not None:             # fp32 dst: compute straight into it (no rounding due)
+            row.fn(a.reshape(out.shape), b.reshape(out.shape), out=out)
+            trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
+            return NkiInstruction(opn, name)
+        res = row.fn(a, b.reshape(shape))
     write(dst, res)
     trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
     return NkiInstruction(opn, name)
@@ -119,12 +125,35 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
             x = _apply(row1, x, _int_operand(operand1, x), reverse1)
     else:
         x = read_f32(data)
-        x = _apply(row0, x, column_f32(operand0, x.ndim), reverse0)
+        o0 = column_f32(operand0, x.ndim)
+        o1 = column_f32(operand1, x.ndim) if row1 is not None else None
+        out = out_f32(dst) if _ufuncs(row0, row1) else None
+        if out is not None:             # fp32 dst: compute straight into it (no rounding due)
+            x = x.reshape(out.shape)
+            o0 = o0.reshape((o0.shape[0],) + (1,) * (out.ndim - 1)) if np.ndim(o0) else o0
+            _apply_out(row0, x, o0, reverse0, out)
+            if row1 is not None:
+                o1 = o1.reshape((o1.shape[0],) + (1,) * (out.ndim - 1)) if np.ndim(o1) else o1
+                _apply_out(row1, out, o1, reverse1, out)
+            trace.emit(opn, dst=dst, data=data, op0=row0.name, op1=row1.name if row1 else None, engine=eng)
+            return NkiInstruction(opn, name)
+        x = _apply(row0, x, o0, reverse0)
         if row1 is not None:
-            x = _apply(row1, x, column_f32(operand1, x.ndim), reverse1)
+            x = _apply(row1, x, o1, reverse1)
     write(dst, x)
     trace.emit(opn, dst=dst, data=data, op0=row0.name, op1=row1.name if row1 else None, engine=eng)
     return NkiInstruction(opn, name)
+
+
+def _ufuncs(*rows) -> bool:
+    return all(r is None or (isinstance(r.fn, np.ufunc) and not r.unary) for r in rows)
+
+
+def _apply_out(row, x, operand, reverse, out):
+    if reverse:
+        row.fn(operand, x, out=out)
+    else:
+        row.fn(x, operand, out=out)
 
 
 def _int_operand(v, x):

@@ -235,6 +235,25 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False) -> None
         uninit.mark_written(t)
 
 
+def out_f32(t: NkiTensor):
+    """The writable NumPy view of a float32 tensor stored as float32 (where no rounding is due),
+    after running every write hook (race record, caller snapshot, PSUM flags, initialised mask), so
+    an op can compute straight into it with a ufunc's ``out=``; None for any other tensor (use
+    ``write``). Read the op's inputs before calling it."""
+    if t.dtype != F32 or t.storage.dtype != F32:
+        return None
+    alloc = t.alloc
+    if alloc.watch is not None:
+        alloc.watch(t, "w", False)
+    if not alloc.written:
+        _first_write(alloc)
+    if alloc.mm_flags is not None:
+        set_matmul_flags(t, False)
+    if alloc.init is not None:
+        uninit.mark_written(t)
+    return t.np()
+
+
 def _whole(t: NkiTensor) -> bool:
     return t.size == t.storage.size and t.storage is t.alloc.storage
 
@@ -297,4 +316,4 @@ def dynamic_index(value, op: str) -> int:
 
 
 __all__ = ["allocate", "wrap_array", "to_numpy", "read_raw", "read_f32", "write", "assign",
-           "matmul_flags", "set_matmul_flags", "dynamic_index", "check_dtype", "MemorySpaceError"]
+           "matmul_flags", "set_matmul_flags", "out_f32", "dynamic_index", "check_dtype", "MemorySpaceError"]
