@@ -96,8 +96,10 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
 def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core):
     sdt = _dt.storage_dtype(dt, settings.precise_fp)
     n = math.prod(shape)
-    storage = np.full(n, _dt.sentinel(dt), sdt) if fill else np.empty(n, sdt)
+    storage = np.empty(n, sdt)
     alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location(), settings.precise_fp)
+    alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
+    #                             write covers the whole allocation (see write / NkiTensor.np)
     core.serial += 1
     alloc.serial = core.serial
     if settings.uninitialized_reads == "raise":
@@ -216,6 +218,11 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False) -> None
     alloc = t.alloc
     if alloc.watch is not None:
         alloc.watch(t, "w", matmul)
+    if alloc.pending:
+        if add:
+            alloc.fill()
+        else:
+            _settle(t)
     dst = t.np()
     if not alloc.written:
         _first_write(alloc)
@@ -245,6 +252,8 @@ def out_f32(t: NkiTensor):
     alloc = t.alloc
     if alloc.watch is not None:
         alloc.watch(t, "w", False)
+    if alloc.pending:
+        _settle(t)
     if not alloc.written:
         _first_write(alloc)
     if alloc.mm_flags is not None:
@@ -254,8 +263,16 @@ def out_f32(t: NkiTensor):
     return t.np()
 
 
+def _settle(t: NkiTensor) -> None:
+    """Before a first write: skip the sentinel fill when the write covers the whole allocation."""
+    if t.storage is t.alloc.storage and t.covers_all():
+        t.alloc.pending = False
+    else:
+        t.alloc.fill()
+
+
 def _whole(t: NkiTensor) -> bool:
-    return t.size == t.storage.size and t.storage is t.alloc.storage
+    return t.storage is t.alloc.storage and t.covers_all()
 
 
 def matmul_flags(t: NkiTensor):

@@ -26,7 +26,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "psum_offset", "init", "watch", "serial", "precise",
-                 "__weakref__")
+                 "pending", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -44,6 +44,12 @@ class Allocation:
         self.watch = None      # race detection: callable(view, kind, matmul) seeing every access
         self.serial = 0        # the core's allocation count when this was made (0: an argument)
         self.precise = precise  # NKI_PRECISE_FP of the launch: round low-precision writes
+        self.pending = False    # storage not yet filled with the NaN / 4 sentinel (filled lazily)
+
+    def fill(self) -> None:
+        """Fill with the sentinel now (on the first read, or a first write that covers only part)."""
+        self.storage[...] = _dt.sentinel(self.dtype)
+        self.pending = False
 
 
 def _contiguous_strides(shape):
@@ -172,6 +178,8 @@ class NkiTensor:
     # ---- NumPy access (used by the op layer only) -------------------------------------------
     def np(self) -> np.ndarray:
         """The NumPy view of this tensor's elements (storage dtype; shares memory)."""
+        if self.alloc.pending:
+            self.alloc.fill()
         a = self._np
         if a is None:
             st = self.storage
@@ -473,6 +481,17 @@ class NkiTensor:
                 return False
             expect *= n
         return True
+
+    def covers_all(self) -> bool:
+        """True when the view touches every element of its storage exactly once."""
+        if self.offset != 0:
+            return False
+        expect = 1
+        for st, n in sorted((st, n) for n, st in zip(self.shape, self.strides) if n != 1):
+            if st != expect:
+                return False
+            expect *= n
+        return expect == self.storage.size
 
     def is_indirect(self) -> bool:
         return False
