@@ -1,4 +1,4 @@
-"""SBUF/PSUM capacity and the lifetime model (memory/capacity.py)."""
+"""SBUF/PSUM capacity and the liveness lifetime model (memory/capacity.py)."""
 import numpy as np
 import pytest
 
@@ -8,43 +8,65 @@ import nkisim.nki.language as nl
 from nkisim.errors import CapacityError, ShapeError
 
 X = np.zeros((1, 1), np.float32)
+USABLE_TRN2 = 212984      # tile_size.total_available_sbuf_size on trn2 (bytes per partition)
 
 
 def run(kernel, target="trn2"):
     return nki.simulate(kernel, target=target)(X)
 
 
+def use(*tiles):
+    for t in tiles:
+        nisa.memset(dst=t[:, 0:1], value=0)
+
+
 def test_sbuf_fills_exactly_then_overflows_trn2():
-    # trn2 usable SBUF: 212984 bytes per partition (tile_size.total_available_sbuf_size)
     def exact(x):
-        keep = [nl.ndarray((128, 212984 // 4), dtype=nl.float32, buffer=nl.sbuf)]
-        keep.append(nl.ndarray((128, 2), dtype=nl.uint8, buffer=nl.sbuf))
-    with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation \(128, 2\) uint8 \(test_capacity\.py:\d+\) "
-                                            r"needs 2 bytes per partition but 212984 of 212984 bytes per "
-                                            r"partition are live on trn2; largest live: \(128, 53246\) float32 "
+        big = nl.ndarray((128, USABLE_TRN2 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        small = nl.ndarray((128, 2), dtype=nl.uint8, buffer=nl.sbuf)
+        use(big, small)
+    with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation \(128, 2\) uint8 needs 2 bytes per "
+                                            r"partition but 212984 of 212984 bytes per partition are live at "
+                                            r"that point on trn2; largest live: \(128, 53246\) float32 "
                                             r"\(test_capacity\.py:\d+\) 212984 B \(test_capacity\.py:\d+\)$"):
         run(exact)
 
     def fits(x):
-        keep = [nl.ndarray((128, 212984 // 4), dtype=nl.float32, buffer=nl.sbuf)]
-        del keep
-        nl.ndarray((128, 212984 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        big = nl.ndarray((128, USABLE_TRN2 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        use(big)                                      # last use: dead before the next allocation
+        again = nl.ndarray((128, USABLE_TRN2 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        use(again)
     run(fits)
+
+
+def test_error_points_at_the_allocation_line():
+    def kernel(x):
+        a = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf, name="second")
+        use(a, b)
+    with pytest.raises(CapacityError) as info:
+        run(kernel)
+    line = kernel.__code__.co_firstlineno + 2
+    assert info.value.where == f"test_capacity.py:{line}"
+    assert "sbuf allocation 'second' (128, 40000) float32" in str(info.value)
 
 
 def test_tiles_rebound_in_a_loop_count_once():
     def kernel(x):
-        for i in nl.affine_range(64):
-            t = nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf)   # 64 KiB per partition
+        for i in nl.affine_range(8):
+            t = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)   # 160000 B of 212984
             nisa.memset(dst=t, value=0.0)
+        after = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+        use(after)
     run(kernel)
 
 
-def test_tiles_kept_in_a_list_stay_live():
+def test_tiles_used_after_the_loop_stay_live():
     def kernel(x):
         keep = []
         for i in nl.affine_range(4):
-            keep.append(nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf))
+            keep.append(nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf))   # 65536 B each
+        use(*keep)
     with pytest.raises(CapacityError, match=r"needs 65536 bytes per partition but 196608 of 212984"):
         run(kernel)
 
@@ -52,23 +74,41 @@ def test_tiles_kept_in_a_list_stay_live():
 def test_psum_eight_banks_then_overflow():
     def eight(x):
         banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
+        use(*banks)
     run(eight)
 
     def nine(x):
         banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-    with pytest.raises(CapacityError, match=r"psum allocation \(128, 512\) float32 .* needs 2048 bytes per "
+        use(*banks)
+    with pytest.raises(CapacityError, match=r"psum allocation \(128, 512\) float32 needs 2048 bytes per "
                                             r"partition \(1 bank\(s\)\) but 16384 of 16384"):
         run(nine)
 
 
-def test_small_psum_tiles_do_not_straddle_banks():
+def test_psum_tiles_in_a_loop_reuse_banks():
     def kernel(x):
-        a = nl.ndarray((128, 384), dtype=nl.float32, buffer=nl.psum)     # 1536 B in bank 0
-        b = nl.ndarray((128, 384), dtype=nl.float32, buffer=nl.psum)     # must start in bank 1
-        assert (a.alloc.psum_offset, b.alloc.psum_offset) == (0, 2048)
-        c = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)     # 512 B fits after a
-        assert c.alloc.psum_offset == 1536
+        for i in nl.affine_range(16):
+            banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
+            use(*banks)
     run(kernel)
+
+
+def test_small_psum_tiles_do_not_straddle_banks():
+    def fits(x):       # 1536 B tiles: one per bank (two would straddle), so 8 fit
+        tiles = [nl.ndarray((128, 384), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
+        use(*tiles)
+    run(fits)
+
+    def too_many(x):
+        tiles = [nl.ndarray((128, 384), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+        use(*tiles)
+    with pytest.raises(CapacityError, match=r"needs 1536 bytes per partition \(1 bank\(s\)\) but 12288 of 16384"):
+        run(too_many)
+
+    def packed(x):     # 512 B tiles: four per bank, so 32 fit
+        tiles = [nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum) for _ in range(32)]
+        use(*tiles)
+    run(packed)
 
 
 def test_matmul_dst_crossing_a_bank_is_rejected_on_trn2_but_not_trn3():
@@ -79,16 +119,33 @@ def test_matmul_dst_crossing_a_bank_is_rejected_on_trn2_but_not_trn3():
         nisa.memset(dst=mv, value=0.0)
         ps = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)  # two banks
         nisa.nc_matmul(dst=ps[:, 256:768], stationary=st, moving=mv)
-    with pytest.raises(ShapeError, match=r"^nisa\.nc_matmul: dst spans PSUM bytes 1024\.\.3071 of each partition, "
+    with pytest.raises(ShapeError, match=r"^nisa\.nc_matmul: dst spans PSUM bytes 1024\.\.3071 of its tensor, "
                                          r"crossing a 2048-byte bank boundary; a matmul destination must lie "
                                          r"within one bank on trn2 \(test_capacity\.py:\d+\)$"):
         run(kernel)
     run(kernel, target="trn3")
 
 
+def test_capacity_error_leaves_inputs_untouched():
+    x = np.ones((2, 2), np.float32)
+
+    def kernel(x):
+        t = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=5.0)
+        nisa.dma_copy(dst=x, src=t)
+        a = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+        use(a, b)
+    with pytest.raises(CapacityError):
+        nki.simulate(kernel, target="trn2")(x)
+    np.testing.assert_array_equal(x, np.ones((2, 2)))
+
+
 def test_capacity_released_between_kernel_calls():
     def kernel(x):
-        keep = [nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)]
+        t = nl.ndarray((128, 40000), dtype=nl.float32, buffer=nl.sbuf)
+        use(t)
         return x
     for _ in range(3):
         run(kernel)

@@ -343,6 +343,8 @@ def select_out_of_range(x):
 def sbuf_over_allocation(x):
     keep = [nl.ndarray((128, 212984 // 4), dtype=F32)]
     keep.append(nl.ndarray((128, 1), dtype=nl.uint8))  # <- error
+    for t in keep:                                     # both used after: both live
+        nisa.memset(dst=t[:, 0:1], value=0)
 
 
 def sbuf_single_tile_too_big(x):
@@ -352,6 +354,8 @@ def sbuf_single_tile_too_big(x):
 def nine_psum_banks(x):
     banks = [_psum((128, 512)) for _ in range(8)]
     banks.append(nl.ndarray((128, 512), dtype=F32, buffer=nl.psum))  # <- error
+    for t in banks:                                                  # all used after: all live
+        nisa.memset(dst=t[:, 0:1], value=0.0)
 
 
 def psum_tile_too_big(x):

@@ -211,21 +211,22 @@ BAD = [
         "NkiTensor.select: index 8 on dim 1 of tensor (4, 8) is outside 0:8"),
     # capacity
     Bad(bad.sbuf_over_allocation, CapacityError,
-        "nl.ndarray: sbuf allocation (128, 1) uint8 ({L}) needs 1 bytes per partition but 212984 of "
-        "212984 bytes per partition are live on trn2; largest live: (128, 53246) float32 ({L}) 212984 B"),
+        "nl.ndarray: sbuf allocation (128, 1) uint8 needs 1 bytes per partition but 212984 of "
+        "212984 bytes per partition are live at that point on trn2; largest live: (128, 53246) float32 "
+        "({L}) 212984 B"),
     Bad(bad.sbuf_single_tile_too_big, CapacityError,
         "nl.ndarray: sbuf tensor (128, 53247) needs 212988 bytes per partition, exceeds 212984 bytes per "
         "partition on trn2"),
     Bad(bad.nine_psum_banks, CapacityError,
-        "nl.ndarray: psum allocation (128, 512) float32 ({L}) needs 2048 bytes per partition (1 bank(s)) "
-        "but 16384 of 16384 bytes per partition (8 banks of 2048) are live or fragmented on trn2; largest "
-        "live: (128, 512) float32 ({L}) 2048 B, (128, 512) float32 ({L}) 2048 B, (128, 512) float32 "
-        "({L}) 2048 B"),
+        "nl.ndarray: psum allocation (128, 512) float32 needs 2048 bytes per partition (1 bank(s)) "
+        "but 16384 of 16384 bytes per partition (8 banks of 2048) are live or fragmented at that point on "
+        "trn2; largest live: (128, 512) float32 ({L}) 2048 B, (128, 512) float32 ({L}) 2048 B, "
+        "(128, 512) float32 ({L}) 2048 B"),
     Bad(bad.psum_tile_too_big, CapacityError,
         "nl.ndarray: psum tensor (128, 4097) needs 16388 bytes per partition, exceeds 16384 bytes per "
         "partition on trn2"),
     Bad(bad.matmul_dst_crosses_bank_trn2, ShapeError,
-        "nisa.nc_matmul: dst spans PSUM bytes 1024..3071 of each partition, crossing a 2048-byte bank "
+        "nisa.nc_matmul: dst spans PSUM bytes 1024..3071 of its tensor, crossing a 2048-byte bank "
         "boundary; a matmul destination must lie within one bank on trn2"),
     # races
     Bad(bad.affine_loop_carried_dependency, RaceError,

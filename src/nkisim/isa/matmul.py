@@ -110,7 +110,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if accumulate and dst.alloc.init is not None:
         uninit.check_read(dst)
     if add is True or add is False:
-        write(dst, res, matmul=True, add=add)
+        write(dst, res, matmul=True, add=add, overwrite=accumulate is False)
     else:
         old = read_f32(dst, hooks=False).reshape(m, n)
         write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
@@ -143,16 +143,19 @@ def _tiling(op, tile_position, tile_size, perf, t):
 def _check_dst(op, dst, m, n, t, check_dtype=True):
     dd = _dt.name(dst.dtype)
     if t.nc_version < 4 and dst.storage is dst.alloc.storage:
+        # A PSUM tensor of at most one bank never crosses a bank; a larger one starts on a bank
+        # boundary (memory.capacity), so crossings are judged from the tensor's own start.
         per_part = dst.storage.size // max(1, dst.alloc.shape[0])
-        lo = dst.offset % per_part if per_part else 0
-        hi = lo + sum((k - 1) * s for k, s in zip(dst.shape[1:], dst.strides[1:]) if s > 0)
+        isz = dst.dtype.itemsize
         bank = t.psum_bank_bytes
-        first = dst.alloc.psum_offset + lo * dst.dtype.itemsize
-        last = dst.alloc.psum_offset + (hi + 1) * dst.dtype.itemsize - 1
-        if first // bank != last // bank:
-            raise ShapeError(op, f"dst spans PSUM bytes {first}..{last} of each partition, crossing a "
-                                 f"{bank}-byte bank boundary; a matmul destination must lie within one "
-                                 f"bank on {t.name}")
+        if per_part * isz > bank:
+            lo = dst.offset % per_part if per_part else 0
+            hi = lo + sum((k - 1) * s for k, s in zip(dst.shape[1:], dst.strides[1:]) if s > 0)
+            first, last = lo * isz, (hi + 1) * isz - 1
+            if first // bank != last // bank:
+                raise ShapeError(op, f"dst spans PSUM bytes {first}..{last} of its tensor, crossing a "
+                                     f"{bank}-byte bank boundary; a matmul destination must lie within one "
+                                     f"bank on {t.name}")
     if dst.shape[0] != m or dst.free_size != n:
         raise ShapeError(op, f"dst shape {dst.shape} must have {m} partitions (stationary free size) "
                              f"and {n} elements per partition (moving free size)")

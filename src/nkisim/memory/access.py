@@ -81,15 +81,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
         mem = core.memory
         if mem is None:
             mem = core.memory = CoreMemory(target)
-        nbytes = math.prod(shape[1:]) * dt.itemsize
-        try:
-            if buf is psum:
-                alloc.psum_offset = mem.reserve_psum(alloc, nbytes, op)
-            else:
-                mem.reserve_sbuf(alloc, nbytes, op)
-        except CapacityError as exc:
-            if not launch.record(exc):     # findings="all": report it, allocate anyway
-                raise
+        alloc.rec = mem.add(alloc, math.prod(shape[1:]) * dt.itemsize)   # checked at kernel end
     return contiguous_view(alloc)
 
 
@@ -179,10 +171,10 @@ def to_numpy(t: NkiTensor, own: bool = False) -> np.ndarray:
 
 def _on_read(t: NkiTensor) -> None:
     alloc = t.alloc
+    if alloc.watch is not None:       # a race explains an uninitialised read: record it first
+        alloc.watch(t, "r", False)
     if alloc.init is not None:
         uninit.check_read(t)
-    if alloc.watch is not None:
-        alloc.watch(t, "r", False)
 
 
 def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
@@ -205,7 +197,7 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     return np.asarray(t, dtype=F32)
 
 
-def write(t: NkiTensor, values, matmul: bool = False, add: bool = False) -> None:
+def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwrite: bool = False) -> None:
     """Round ``values`` once into ``t``'s dtype and store them through the view.
 
     ``values`` must have ``t``'s element count (any shape with the same partition-major order, or
@@ -213,11 +205,12 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False) -> None
     in place when ``t`` is stored as float32) — the PSUM accumulation of ``nc_matmul``; that read of
     ``t`` is part of the accumulation, so it is not reported as a race or uninitialised read.
     ``matmul=True`` marks the region as written by a matmul (PSUM auto-accumulate flags); any other
-    write clears those flags.
+    write clears those flags. A matmul write counts as an accumulation for race detection unless
+    ``overwrite=True`` (``accumulate=False``).
     """
     alloc = t.alloc
     if alloc.watch is not None:
-        alloc.watch(t, "w", matmul)
+        alloc.watch(t, "w", matmul and not overwrite)
     if alloc.pending:
         if add:
             alloc.fill()

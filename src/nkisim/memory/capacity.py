@@ -1,106 +1,127 @@
 """On-chip capacity: live SBUF and PSUM allocations of one core, in bytes per partition.
 
-Lifetime model (Decision): an SBUF/PSUM allocation counts from ``nl.ndarray`` (or any creation
-function) until the kernel can no longer reach it — i.e. until the last Python reference to the
-tensor or any of its views is gone (CPython frees it at once). A tile created in a loop body and
-rebound each iteration therefore costs one tile, not one per iteration; tiles kept in a list stay
-live, as they would on hardware. Everything a core allocated is released when the kernel returns.
+Lifetime model (Decision, as the compiler's liveness analysis sees it): an SBUF/PSUM allocation is
+live from its creation (``nl.ndarray`` or any creation function) until the last instruction that
+reads or writes it (through any view). A tile created in a loop body and last used in that
+iteration is dead before the next iteration allocates its successor, so it costs one tile, not
+one per iteration; a tile used again after the loop stays live until then; a tile never used is
+dead at once. Time is counted in allocations: the check runs when the core's kernel body
+returns (before any result reaches the caller) by sweeping the allocations in program order, and
+the error names the allocation that did not fit (its kernel line) and the largest allocations
+live at that moment.
 
-SBUF: every allocation reserves its bytes per partition (free size x itemsize) on all partitions
-(Decision: the allocator gives each tensor the same free-byte range on every partition); the sum
-over live allocations must fit ``target.sbuf_usable_bytes``.
+SBUF: an allocation reserves its bytes per partition (free size x itemsize) on every partition
+(Decision: the allocator gives a tensor the same free-byte range on all partitions); live bytes
+must fit ``target.sbuf_usable_bytes``. One allocation larger than that fails at once.
 
 PSUM: 8 banks of 2 KiB per partition. A tensor of at most one bank is placed first-fit inside a
-single bank (never straddling two); a larger one takes whole consecutive banks. Its placement
-(``alloc.psum_offset``, bytes within the partition) lets ``nc_matmul`` check that a destination
-lies within one bank.
+single bank (never straddling two); a larger one takes whole consecutive banks, starting on a
+bank boundary. So a matmul destination inside a tensor of at most one bank never crosses a bank,
+and for larger tensors the crossing can be judged from the tensor's own start (``nc_matmul``).
 Imports errors and dtypes only.
 """
 from __future__ import annotations
 
-import weakref
+import heapq
 
 from .. import dtypes as _dt
 from ..errors import CapacityError
 
 
+class Rec:
+    """One on-chip allocation's lifetime: born and last-used clock values, bytes per partition."""
+    __slots__ = ("mem", "born", "last", "nbytes", "buffer", "label", "where", "offset")
+
+    def __init__(self, mem, nbytes, buffer, label, where):
+        self.mem, self.nbytes, self.buffer, self.label, self.where = mem, nbytes, buffer, label, where
+        self.born = self.last = mem.clock
+        self.offset = None
+
+
 class CoreMemory:
-    """Live on-chip allocations of one core."""
+    """On-chip allocations of one core, checked for capacity when the core's kernel body returns."""
 
     def __init__(self, target):
         self.target = target
-        self.sbuf_used = 0
-        self.sbuf_live: dict[int, tuple] = {}      # id(alloc) -> (weakref, bytes, describe)
-        self.psum_used: list[tuple[int, int]] = []  # sorted (start, end) byte ranges per partition
-        self.psum_live: dict[int, tuple] = {}
+        self.clock = 0
+        self.recs: list[Rec] = []
 
-    # ---- SBUF ---------------------------------------------------------------------------------
-    def reserve_sbuf(self, alloc, nbytes: int, op: str) -> None:
-        limit = self.target.sbuf_usable_bytes
-        if self.sbuf_used + nbytes > limit:
-            raise CapacityError(op, f"sbuf allocation {_describe(alloc)} needs {nbytes} bytes per "
-                                    f"partition but {self.sbuf_used} of {limit} bytes per partition are "
-                                    f"live on {self.target.name}; largest live: {self._largest(self.sbuf_live)}")
-        self.sbuf_used += nbytes
-        key = id(alloc)
-        self.sbuf_live[key] = (weakref.ref(alloc, lambda _r, k=key: self._free_sbuf(k)), nbytes,
-                               _describe(alloc))
+    def add(self, alloc, nbytes: int) -> Rec:
+        """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""
+        self.clock += 1
+        name = f"'{alloc.name}' " if alloc.name else ""
+        rec = Rec(self, nbytes, str(alloc.buffer), f"{name}{alloc.shape} {_dt.name(alloc.dtype)}",
+                  alloc.where)
+        self.recs.append(rec)
+        return rec
 
-    def _free_sbuf(self, key):
-        entry = self.sbuf_live.pop(key, None)
-        if entry is not None:
-            self.sbuf_used -= entry[1]
-
-    # ---- PSUM ---------------------------------------------------------------------------------
-    def reserve_psum(self, alloc, nbytes: int, op: str) -> int:
+    def check(self, record=None) -> None:
+        """Sweep the allocations in order; raise (or pass to ``record``) a CapacityError for each
+        allocation that does not fit beside the allocations live when it was made."""
         t = self.target
-        bank = t.psum_bank_bytes
-        nbytes = max(4, -(-nbytes // 4) * 4)                 # psum_min_align
-        start = self._place(nbytes, bank, t.psum_partition_bytes)
-        if start is None:
-            used = sum(e - s for s, e in self.psum_used)
-            raise CapacityError(op, f"psum allocation {_describe(alloc)} needs {nbytes} bytes per partition "
-                                    f"({-(-nbytes // bank)} bank(s)) but {used} of {t.psum_partition_bytes} "
-                                    f"bytes per partition ({t.psum_num_banks} banks of {bank}) are live or "
-                                    f"fragmented on {t.name}; largest live: {self._largest(self.psum_live)}")
-        rng = (start, start + nbytes)
-        self.psum_used.append(rng)
-        self.psum_used.sort()
-        key = id(alloc)
-        self.psum_live[key] = (weakref.ref(alloc, lambda _r, k=key, r=rng: self._free_psum(k, r)), nbytes,
-                               _describe(alloc))
-        return start
+        for buffer in ("sbuf", "psum"):
+            recs = [r for r in self.recs if r.buffer == buffer]
+            if recs:
+                (self._sweep_sbuf if buffer == "sbuf" else self._sweep_psum)(recs, t, record)
 
-    def _place(self, nbytes, bank, total):
-        """First fit: small tensors inside one bank, larger ones on bank boundaries."""
-        if nbytes > bank:
-            candidates = range(0, total, bank)
-        else:
-            candidates = sorted({0} | {e for _, e in self.psum_used} | set(range(0, total, bank)))
-        for start in candidates:
-            end = start + nbytes
-            if end > total or (nbytes <= bank and start // bank != (end - 1) // bank):
+    def _fail(self, error, record):
+        if record is None or not record(error):
+            raise error
+
+    def _sweep_sbuf(self, recs, t, record):
+        limit, used, live = t.sbuf_usable_bytes, 0, []
+        for r in recs:
+            while live and live[0][0] < r.born:
+                used -= heapq.heappop(live)[2].nbytes
+            if used + r.nbytes > limit:
+                self._fail(CapacityError(
+                    "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but "
+                                  f"{used} of {limit} bytes per partition are live at that point on "
+                                  f"{t.name}; largest live: {_largest(x[2] for x in live)}", where=r.where),
+                    record)
                 continue
-            if all(end <= s or start >= e for s, e in self.psum_used):
-                return start
-        return None
+            heapq.heappush(live, (r.last, id(r), r))
+            used += r.nbytes
 
-    def _free_psum(self, key, rng):
-        if self.psum_live.pop(key, None) is not None:
-            try:
-                self.psum_used.remove(rng)
-            except ValueError:
-                pass
+    def _sweep_psum(self, recs, t, record):
+        bank, total = t.psum_bank_bytes, t.psum_partition_bytes
+        live: list = []                                  # (last, id, rec) heap; rec.offset placed
+        for r in recs:
+            while live and live[0][0] < r.born:
+                heapq.heappop(live)
+            nbytes = max(4, -(-r.nbytes // 4) * 4)       # psum_min_align
+            start = _place(nbytes, bank, total, [(x[2].offset, x[2].offset + x[2].nbytes) for x in live])
+            if start is None:
+                used = sum(x[2].nbytes for x in live)
+                self._fail(CapacityError(
+                    "nl.ndarray", f"psum allocation {r.label} needs {r.nbytes} bytes per partition "
+                                  f"({-(-r.nbytes // bank)} bank(s)) but {used} of {total} bytes per partition "
+                                  f"({t.psum_num_banks} banks of {bank}) are live or fragmented at that point "
+                                  f"on {t.name}; largest live: {_largest(x[2] for x in live)}", where=r.where),
+                    record)
+                continue
+            r.offset = start
+            heapq.heappush(live, (r.last, id(r), r))
 
-    @staticmethod
-    def _largest(live, n=3):
-        items = sorted(live.values(), key=lambda e: -e[1])[:n]
-        return ", ".join(f"{d} {b} B" for _, b, d in items) or "none"
+
+def _place(nbytes, bank, total, used):
+    """First fit: tensors of at most one bank inside one bank; larger ones on bank boundaries."""
+    if nbytes > bank:
+        candidates = range(0, total, bank)
+    else:
+        candidates = sorted({0} | {e for _, e in used} | set(range(0, total, bank)))
+    for start in candidates:
+        end = start + nbytes
+        if end > total or (nbytes <= bank and start // bank != (end - 1) // bank):
+            continue
+        if all(end <= s or start >= e for s, e in used):
+            return start
+    return None
 
 
-def _describe(alloc) -> str:
-    name = f"'{alloc.name}' " if alloc.name else ""
-    return f"{name}{alloc.shape} {_dt.name(alloc.dtype)} ({alloc.where})"
+def _largest(recs, n=3) -> str:
+    items = sorted(recs, key=lambda r: -r.nbytes)[:n]
+    return ", ".join(f"{r.label} ({r.where}) {r.nbytes} B" for r in items) or "none"
 
 
-__all__ = ["CoreMemory"]
+__all__ = ["CoreMemory", "Rec"]

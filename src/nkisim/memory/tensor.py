@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import BoundsError, DtypeError, ShapeError, UnsupportedError
 from .buffers import HBM, ON_CHIP, MemoryRegion, psum, sbuf
+
+_FILL_LOCK = threading.Lock()   # the lazy sentinel fill of an allocation shared by LNC2 cores
 
 
 class Allocation:
@@ -25,7 +28,7 @@ class Allocation:
     ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
-                 "where", "snapshot", "psum_offset", "init", "watch", "serial", "precise",
+                 "where", "snapshot", "rec", "init", "watch", "serial", "precise",
                  "pending", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
@@ -39,7 +42,7 @@ class Allocation:
         self.mm_flags = False if buffer is psum else None   # bool (uniform) or a bool array
         self.where = where
         self.snapshot = None   # a caller's array used in place: its values before the first write
-        self.psum_offset = 0   # PSUM: byte offset within each partition (memory.capacity)
+        self.rec = None        # SBUF/PSUM: lifetime record for the capacity check (memory.capacity)
         self.init = None       # strict uninitialised reads: bool mask of written elements
         self.watch = None      # race detection: callable(view, kind, matmul) seeing every access
         self.serial = 0        # the core's allocation count when this was made (0: an argument)
@@ -47,9 +50,15 @@ class Allocation:
         self.pending = False    # storage not yet filled with the NaN / 4 sentinel (filled lazily)
 
     def fill(self) -> None:
-        """Fill with the sentinel now (on the first read, or a first write that covers only part)."""
-        self.storage[...] = _dt.sentinel(self.dtype)
-        self.pending = False
+        """Fill with the sentinel now (on the first read, or a first write that covers only part).
+
+        Once only, under a lock: LNC2 cores run as threads and share HBM allocations, so two
+        cores may both see ``pending``; without the re-check one would wipe the other's rows.
+        """
+        with _FILL_LOCK:
+            if self.pending:
+                self.storage[...] = _dt.sentinel(self.dtype)
+                self.pending = False
 
 
 def _contiguous_strides(shape):
@@ -178,8 +187,12 @@ class NkiTensor:
     # ---- NumPy access (used by the op layer only) -------------------------------------------
     def np(self) -> np.ndarray:
         """The NumPy view of this tensor's elements (storage dtype; shares memory)."""
-        if self.alloc.pending:
-            self.alloc.fill()
+        alloc = self.alloc
+        if alloc.pending:
+            alloc.fill()
+        rec = alloc.rec
+        if rec is not None:          # every read or write goes through here: the tile is used now
+            rec.last = rec.mem.clock
         a = self._np
         if a is None:
             st = self.storage

@@ -22,7 +22,7 @@ import numpy as np
 from .. import arch, state
 from ..checks import races
 from ..config import Settings
-from ..errors import DeadlockError, NkiError, UnsupportedError
+from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError
 from ..memory import access
 from ..memory.buffers import private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
@@ -171,6 +171,12 @@ def _with_keywords(func):
     return functools.update_wrapper(clone, func)
 
 
+def _finish_core(core) -> None:
+    """When a core's kernel body returns: check its on-chip capacity over the whole run."""
+    if core.memory is not None:
+        core.memory.check(record=core.launch.record)
+
+
 def _report(func, found) -> None:
     """Print every finding of a findings="all" run, grouped by rule (error class), to stderr."""
     groups: dict = {}
@@ -220,9 +226,11 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
 
     try:
         if lnc == 1:
-            token = state.current.set(state.CoreState(launch, 0))
+            core = state.CoreState(launch, 0)
+            token = state.current.set(core)
             try:
                 result = func(*args, **kwargs)
+                _finish_core(core)
             finally:
                 state.current.reset(token)
         else:
@@ -231,7 +239,10 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
         for _, t, _ in reversed(bound):
             access.restore(t)
         if launch.findings:
-            _report(func, launch.findings + ([exc] if isinstance(exc, NkiError) else []))
+            found = launch.findings + ([exc] if isinstance(exc, NkiError) else [])
+            _report(func, found)
+            if findings is not None:
+                findings.extend(found)
         raise
     if launch.findings:
         _report(func, launch.findings)
@@ -273,9 +284,11 @@ def _run_cores(func, args, kwargs, launch):
     errors: list = [None] * n
 
     def body(core_id):
-        state.current.set(state.CoreState(launch, core_id))
+        core = state.CoreState(launch, core_id)
+        state.current.set(core)
         try:
             results[core_id] = func(*args, **kwargs)
+            _finish_core(core)
         except BaseException as exc:  # re-raised in the caller's thread below
             errors[core_id] = exc
         finally:
@@ -289,8 +302,9 @@ def _run_cores(func, args, kwargs, launch):
         t.join()
     failures = [(i, e) for i, e in enumerate(errors) if e is not None]
     if failures:
-        # The root cause first: a deadlock is usually the consequence of the other core's error.
-        failures.sort(key=lambda ie: isinstance(ie[1], DeadlockError))
+        # The root cause first: a deadlock is usually the consequence of the other core's error,
+        # and an uninitialised read on one core may be the consequence of a race with the other.
+        failures.sort(key=lambda ie: (isinstance(ie[1], DeadlockError), not isinstance(ie[1], RaceError)))
         core_id, exc = failures[0]
         if isinstance(exc, NkiError) and hasattr(exc, "add_note"):
             exc.add_note(f"(raised on LNC core {core_id})")
