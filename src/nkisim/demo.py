@@ -135,6 +135,9 @@ def run(small: bool = False, only: list | None = None, file: TextIO | None = Non
         if names:
             print(file=out)
         model_ok = run_model(small=small, file=out)
+        if names:        # one closing line with both verdicts
+            print(f"examples: {len(names) - len(failed)} passed, {len(failed)} failed; tiny model: "
+                  f"{'PASS' if model_ok else 'FAIL'}", file=out)
     return 1 if failed or not model_ok else 0
 
 
@@ -196,11 +199,13 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
     n_params = TinyLlama(c).num_parameters()
     print(f"tiny Llama: {n_params / 1e6:.2f} M parameters (vocab {c.vocab_size}, hidden {c.hidden_size}, "
           f"{c.n_layers} layers, {c.n_q_heads} q / {c.n_kv_heads} kv heads x {c.head_dim}, MLP "
-          f"{c.intermediate_size}), paged KV cache (blocks of {c.block_size}); prompts of "
-          f"{', '.join(str(len(p)) for p in prompts)} tokens, {n_new} new tokens each, greedy; "
-          f"compiled = torch.compile(fullgraph=True, backend={backend!r})"
-          + (" (--small: aot_eager, fp32 only; the full demo compiles with inductor)" if small else ""),
-          file=out)
+          f"{c.intermediate_size}), paged KV cache (blocks of {c.block_size}), 1 thread", file=out)
+    print(f"prompts of {' and '.join(str(len(p)) for p in prompts)} tokens, {n_new} new tokens each "
+          f"(greedy); modes: fallback (VLLM_NEURON_CPU_MODE=1), simulator (+ NKI_SIMULATOR=1), "
+          f"compiled (+ torch.compile(fullgraph=True, backend={backend!r}))", file=out)
+    if small:
+        print("--small: float32 only, aot_eager instead of inductor (an inductor compile alone takes "
+              "~30 s); the full demo runs float32 and bfloat16 with inductor", file=out)
     ok, t_start = True, time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -210,7 +215,8 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
                 ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out)
     except Exception as exc:  # reported; the demo then exits non-zero
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        print(f"tiny model: ERROR {type(exc).__name__}: {exc} [{os.path.basename(where.filename)}:"
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"tiny model: ERROR {type(exc).__name__}: {first} [{os.path.basename(where.filename)}:"
               f"{where.lineno}]", file=out)
         ok = False
     finally:
@@ -225,7 +231,8 @@ def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
     ref = runs["fallback"].generation
     bound = rel_bound * float(ref.logits.abs().max())
     print(f"\n{str(dtype).replace('torch.', '')}: max |dlogit| bound {bound:.2e}", file=out)
-    print(f"{'mode':<10}  {'tokens (seq 0 | seq 1)':<48}  {'max |dlogit|':>12}  {'prefill ms':>10}  "
+    w = max(len("tokens (seq 0 | seq 1)"), *(len(_toks(r.generation.tokens)) for r in runs.values()))
+    print(f"{'mode':<10}  {'tokens (seq 0 | seq 1)':<{w}}  {'max |dlogit|':>12}  {'prefill ms':>10}  "
           f"{'ms/token':>9}  check", file=out)
     ok = True
     for mode, r in runs.items():
@@ -237,14 +244,15 @@ def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
         good = _equal(g.tokens, ref.tokens) and diff <= bound and kernels_ok and bool(r.kernel_calls)
         ok &= good
         note = f" (compile + first run {r.compile_s:.1f} s)" if r.compile_s is not None else ""
-        print(f"{mode:<10}  {_toks(g.tokens):<48}  {diff:>12.2e}  {g.prefill_s * 1e3:>10.1f}  "
+        print(f"{mode:<10}  {_toks(g.tokens):<{w}}  {diff:>12.2e}  {g.prefill_s * 1e3:>10.1f}  "
               f"{r.s_per_token * 1e3:>9.1f}  {'PASS' if good else 'FAIL'}{note}", file=out)
     sim, fb, comp = runs["simulator"], runs["fallback"], runs["compiled"]
     print(f"{'kernel':<32}  {'sim calls':>9}  {'compiled calls':>14}  {'fallback calls':>14}", file=out)
     for name in sorted(sim.kernel_calls):
         print(f"{name:<32}  {sim.kernel_calls[name]:>9}  {comp.kernel_calls.get(name, 0):>14}  "
               f"{fb.fallback_calls.get(name, 0):>14}", file=out)
-    print(f"{'op (eager)':<32}  {'calls':>9}  {'simulator ms':>14}  {'fallback ms':>14}", file=out)
+    print(f"{'op (eager wall time)':<32}  {'calls':>9}  {'simulator ms':>14}  {'fallback ms':>14}",
+          file=out)
     for op, sec in sim.op_seconds.items():
         print(f"{op:<32}  {sim.op_calls[op]:>9}  {sec * 1e3:>14.1f}  {fb.op_seconds[op] * 1e3:>14.2f}",
               file=out)
