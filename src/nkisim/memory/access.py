@@ -259,7 +259,7 @@ def out_f32(t: NkiTensor):
 def _settle(t: NkiTensor) -> None:
     """Before a first write: skip the sentinel fill when the write covers the whole allocation."""
     if t.storage is t.alloc.storage and t.covers_all():
-        t.alloc.pending = False
+        t.alloc.skip_fill()
     else:
         t.alloc.fill()
 

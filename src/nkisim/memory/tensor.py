@@ -60,6 +60,11 @@ class Allocation:
                 self.storage[...] = _dt.sentinel(self.dtype)
                 self.pending = False
 
+    def skip_fill(self) -> None:
+        """A first write covers everything: no sentinel needed (waits for a fill in progress)."""
+        with _FILL_LOCK:
+            self.pending = False
+
 
 def _contiguous_strides(shape):
     strides, acc = [], 1
