@@ -26,6 +26,9 @@ class Target:
     matmul_moving_fmax_bf16: int = 512   # ... bf16 PSUM dst (trn3 only)
     bn_stats_fmax: int = 512
     act_reduce_ops: tuple = ("add", "maximum", "minimum")   # activation_reduce reduce_op (ScalarE)
+    # tensor_scalar (op0, op1) pairs the Scalar engine runs (op1 None = one operator); docs: trn2 list
+    act_tensor_scalar_ops: tuple = (("multiply", "add"), ("multiply", None), ("add", None))
+    act_tensor_copy: bool = True      # tensor_copy may run on the Scalar engine (not NeuronCore-v2)
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
     dma_transpose_itemsize: int = 2   # dma_transpose element width (bytes)
     dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: src.shape[0] must equal this
@@ -49,13 +52,15 @@ class Target:
 
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
-              sbuf_usable_bytes=180224, act_reduce_ops=("add",))
+              sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False)
 TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
               sbuf_usable_bytes=212984, lnc_max=2)
 TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
               sbuf_usable_bytes=245752, lnc_max=2,
               matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,
               psum_dst_dtypes=("float32", "bfloat16"),
+              act_tensor_scalar_ops=(("multiply", "add"), ("multiply", "subtract"), ("multiply", None),
+                                     ("add", None), ("subtract", None), ("bypass", None)),
               matmul_input_dtypes=TRN2.matmul_input_dtypes + ("float8_e4m3fn",),
               dtypes=TRN2.dtypes + ("float8_e4m3fn",))
 

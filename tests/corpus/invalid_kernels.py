@@ -438,6 +438,91 @@ def sendrecv_shapes_differ_between_cores(x):
                   recv_from_rank=1 - nl.program_id(0), pipe_id=0)
 
 
+# ---- engines -------------------------------------------------------------------------------
+
+def tensor_tensor_on_scalar_engine(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_tensor(dst=d, data1=a, data2=a, op=nl.add, engine=nisa.scalar_engine)  # <- error
+
+
+def tensor_tensor_bitvec_on_gpsimd(x):
+    a, d = nl.zeros((4, 8), nl.int32), nl.ndarray((4, 8), dtype=nl.int32)
+    nisa.tensor_tensor(dst=d, data1=a, data2=a, op=nl.bitwise_and, engine=nisa.gpsimd_engine)  # <- error
+
+
+def tensor_scalar_bitvec_on_scalar_engine(x):
+    a, d = nl.zeros((4, 8), nl.int32), nl.ndarray((4, 8), dtype=nl.int32)
+    nisa.tensor_scalar(dst=d, data=a, op0=nl.bitwise_and, operand0=3, engine=nisa.scalar_engine)  # <- error
+
+
+def tensor_scalar_subtract_on_scalar_engine(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=a, op0=nl.subtract, operand0=1.0, engine=nisa.scalar_engine)  # <- error
+
+
+def tensor_scalar_add_on_gpsimd(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=a, op0=nl.add, operand0=1.0, engine=nisa.gpsimd_engine)  # <- error
+
+
+def memset_on_scalar_engine(x):
+    nisa.memset(dst=nl.ndarray((4, 8), dtype=F32), value=0.0, engine=nisa.scalar_engine)  # <- error
+
+
+def tensor_copy_scalar_engine_trn1(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_copy(dst=d, src=a, engine=nisa.scalar_engine)  # <- error
+
+
+def nc_transpose_on_gpsimd(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((8, 4), dtype=F32)
+    nisa.nc_transpose(dst=d, data=a, engine=nisa.gpsimd_engine)  # <- error
+
+
+def dma_copy_engine_without_hwdge(x):
+    t = nl.ndarray((4, 8), dtype=F32)
+    nisa.dma_copy(dst=t, src=x, engine=nisa.engine.sync)  # <- error
+
+
+def activation_on_vector_engine(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.activation(dst=d, op=nl.exp, data=a, engine=nisa.vector_engine)  # <- error
+
+
+# ---- operand dtypes ------------------------------------------------------------------------
+
+def tensor_scalar_bf16_operand(x):
+    a, c, d = nl.zeros((4, 8), BF16), nl.zeros((4, 1), BF16), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=a, op0=nl.multiply, operand0=c)  # <- error
+
+
+def tensor_scalar_reduce_bf16_reduce_init(x):
+    a, c, d = nl.zeros((4, 8), F32), nl.zeros((4, 1), BF16), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar_reduce(dst=d, data=a, op0=nl.add, operand0=1.0, reduce_op=nl.add,  # <- error
+                              reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=c)
+
+
+def activation_bf16_scale(x):
+    a, s, d = nl.zeros((4, 8), F32), nl.zeros((4, 1), BF16), nl.ndarray((4, 8), dtype=F32)
+    nisa.activation(dst=d, op=nl.exp, data=a, scale=s)  # <- error
+
+
+def activation_tf32_bias(x):
+    a, b, d = nl.zeros((4, 8), F32), nl.ndarray((4, 1), dtype=nl.tfloat32), nl.ndarray((4, 8), dtype=F32)
+    nisa.memset(dst=b, value=0.0)
+    nisa.activation(dst=d, op=nl.exp, data=a, bias=b)  # <- error
+
+
+def scan_bf16_initial(x):
+    a, i, d = nl.zeros((4, 8), F32), nl.zeros((4, 1), BF16), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_tensor_scan(dst=d, data0=a, data1=a, initial=i, op0=nl.multiply, op1=nl.add)  # <- error
+
+
+def exponential_fp16_max_value(x):
+    a, m, d = nl.zeros((4, 8), F32), nl.zeros((4, 1), nl.float16), nl.ndarray((4, 8), dtype=F32)
+    nisa.exponential(dst=d, src=a, max_value=m)  # <- error
+
+
 # ---- unknown op tokens and bad enum values -------------------------------------------------
 
 def unknown_alu_op(x):
@@ -473,3 +558,8 @@ def bad_reduce_cmd_value(x):
 def bad_oob_mode_value(x):
     t = nl.ndarray((4, 8), dtype=F32)
     nisa.dma_copy(dst=t, src=x, oob_mode=2)  # <- error
+
+
+def unknown_op1_token(x):
+    a, d = nl.zeros((4, 8), F32), nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=a, op0=nl.add, operand0=1.0, op1="frobnicate", operand1=1.0)  # <- error

@@ -19,8 +19,9 @@ import pytest
 import invalid_kernels as bad
 import valid_kernels as good
 import nkisim.nki as nki
-from nkisim.errors import (BoundsError, CapacityError, DeadlockError, DtypeError, MemorySpaceError,
-                           NkiError, RaceError, ShapeError, UninitializedReadError, UnsupportedError)
+from nkisim.errors import (BoundsError, CapacityError, DeadlockError, DtypeError, EngineError,
+                           MemorySpaceError, NkiError, RaceError, ShapeError, UninitializedReadError,
+                           UnsupportedError)
 
 STRICT = dict(detect_races=True, uninitialized_reads="raise")
 MARK = "# <- error"
@@ -86,7 +87,7 @@ BAD = [
     Bad(bad.matmul_k_exceeds_row_tile, ShapeError,
         "nisa.nc_matmul: contraction (partition) dim 128 exceeds the row tile size 64 on trn2"),
     Bad(bad.vector_transpose_33_partitions, ShapeError,
-        "nisa.nc_transpose: vector engine transpose partition dim 33 exceeds 32 on trn2"),
+        "nisa.nc_transpose: data partition dim 33 exceeds 32 on trn2 (vector engine transpose)"),
     # free-size limits
     Bad(bad.matmul_stationary_free_129, ShapeError,
         "nisa.nc_matmul: stationary free size 129 exceeds 128 on trn2"),
@@ -97,9 +98,9 @@ BAD = [
     Bad(bad.bn_stats_free_513, ShapeError,
         "nisa.bn_stats: data elements per partition 513 exceeds 512 on trn2"),
     Bad(bad.vector_transpose_free_33, ShapeError,
-        "nisa.nc_transpose: vector engine transpose free size 33 exceeds 32 on trn2"),
+        "nisa.nc_transpose: data free size 33 exceeds 32 on trn2 (vector engine transpose)"),
     Bad(bad.tensor_transpose_free_129, ShapeError,
-        "nisa.nc_transpose: tensor engine transpose free size 129 exceeds 128 on trn2"),
+        "nisa.nc_transpose: data free size 129 exceeds 128 on trn2 (tensor engine transpose)"),
     Bad(bad.max8_free_7, ShapeError,
         "nisa.max8: src has 7 elements per partition, needs at least 8 on trn2"),
     # element counts and shapes
@@ -131,7 +132,7 @@ BAD = [
     Bad(bad.matmul_stationary_in_psum, MemorySpaceError,
         "nisa.nc_matmul: stationary is in psum; must be in sbuf"),
     Bad(bad.matmul_moving_in_hbm, MemorySpaceError,
-        "nisa.nc_matmul: moving is in private_hbm; must be in sbuf"),
+        "nisa.nc_matmul: moving is in private_hbm (HBM); must be in sbuf"),
     Bad(bad.matmul_dst_in_sbuf, MemorySpaceError, "nisa.nc_matmul: dst is in sbuf; must be in psum"),
     Bad(bad.tensor_copy_gpsimd_reads_psum, MemorySpaceError,
         "nisa.tensor_copy: src is in psum, which the gpsimd engine cannot access"),
@@ -140,10 +141,10 @@ BAD = [
     Bad(bad.tensor_tensor_two_psum_inputs, MemorySpaceError,
         "nisa.tensor_tensor: data1 and data2 are both in psum; at most one may be"),
     Bad(bad.tensor_tensor_hbm_operand, MemorySpaceError,
-        "nisa.tensor_tensor: data2 is in private_hbm; must be in psum or sbuf"),
+        "nisa.tensor_tensor: data2 is in private_hbm (HBM); must be in psum or sbuf"),
     Bad(bad.iota_dst_in_psum, MemorySpaceError, "nisa.iota: dst is in psum; must be in sbuf"),
     Bad(bad.dma_transpose_dst_in_hbm, MemorySpaceError,
-        "nisa.dma_transpose: dst is in shared_hbm; must be in sbuf"),
+        "nisa.dma_transpose: dst is in shared_hbm (HBM); must be in sbuf"),
     # dtypes
     Bad(bad.bitwise_and_on_floats, DtypeError,
         "nisa.tensor_tensor: data1 dtype float32 is not an integer dtype, which bitvec op bitwise_and needs"),
@@ -260,11 +261,49 @@ BAD = [
     Bad(bad.sendrecv_shapes_differ_between_cores, ShapeError,
         "nisa.sendrecv: core 1 sent src (1, 4) float32 but dst on core 0 is (1, 8) float32; both cores "
         "must pass equal shapes", lnc=2),
+    # engines
+    Bad(bad.tensor_tensor_on_scalar_engine, EngineError,
+        "nisa.tensor_tensor: engine scalar is not supported on trn2; expected vector, gpsimd or unknown"),
+    Bad(bad.tensor_tensor_bitvec_on_gpsimd, EngineError,
+        "nisa.tensor_tensor: engine gpsimd is not supported for bitvec op bitwise_and on trn2; expected "
+        "vector or unknown"),
+    Bad(bad.tensor_scalar_bitvec_on_scalar_engine, EngineError,
+        "nisa.tensor_scalar: engine scalar is not supported for bitvec op0 bitwise_and on trn2; expected "
+        "vector or unknown"),
+    Bad(bad.tensor_scalar_subtract_on_scalar_engine, EngineError,
+        "nisa.tensor_scalar: engine scalar is not supported for op0 subtract, op1 None on trn2; expected "
+        "vector or unknown"),
+    Bad(bad.tensor_scalar_add_on_gpsimd, EngineError,
+        "nisa.tensor_scalar: engine gpsimd is not supported for op0 add, op1 None on trn2; expected vector, "
+        "scalar or unknown"),
+    Bad(bad.memset_on_scalar_engine, EngineError,
+        "nisa.memset: engine scalar is not supported on trn2; expected vector, gpsimd or unknown"),
+    Bad(bad.tensor_copy_scalar_engine_trn1, EngineError,
+        "nisa.tensor_copy: engine scalar is not supported on trn1; expected vector, gpsimd or unknown (use "
+        "nisa.activation with op=nl.copy)", target="trn1"),
+    Bad(bad.nc_transpose_on_gpsimd, EngineError,
+        "nisa.nc_transpose: engine gpsimd is not supported on trn2; expected tensor, vector or unknown"),
+    Bad(bad.dma_copy_engine_without_hwdge, EngineError,
+        "nisa.dma_copy: engine sync is not supported for dge_mode unknown on trn2; expected unknown (engine "
+        "is only valid with dge_mode=hwdge)"),
+    Bad(bad.activation_on_vector_engine, EngineError,
+        "nisa.activation: engine vector is not supported on trn2; expected scalar or unknown"),
+    # operand dtypes
+    Bad(bad.tensor_scalar_bf16_operand, DtypeError,
+        "nisa.tensor_scalar: operand0 dtype bfloat16 must be float32 for arithmetic op0 multiply"),
+    Bad(bad.tensor_scalar_reduce_bf16_reduce_init, DtypeError,
+        "nisa.tensor_scalar_reduce: reduce_init dtype bfloat16 must be float32"),
+    Bad(bad.activation_bf16_scale, DtypeError, "nisa.activation: scale dtype bfloat16 must be float32"),
+    Bad(bad.activation_tf32_bias, DtypeError,
+        "nisa.activation: bias dtype tfloat32 is not supported; any dtype but tfloat32"),
+    Bad(bad.scan_bf16_initial, DtypeError, "nisa.tensor_tensor_scan: initial dtype bfloat16 must be float32"),
+    Bad(bad.exponential_fp16_max_value, DtypeError, "nisa.exponential: max_value dtype float16 must be float32",
+        target="trn3"),
     # unknown op tokens and bad enum values
     Bad(bad.unknown_alu_op, NkiError,
-        Re(r"nisa\.tensor_tensor: frobnicate is not an ALU operator; " + _ALU_NAMES)),
+        Re(r"nisa\.tensor_tensor: op frobnicate is not an ALU operator; " + _ALU_NAMES)),
     Bad(bad.unknown_activation, NkiError,
-        Re(r"nisa\.activation: bitwise_xor is not an activation function; " + _ALU_NAMES)),
+        Re(r"nisa\.activation: op bitwise_xor is not an activation function; " + _ALU_NAMES)),
     Bad(bad.compare_op_as_reduction, NkiError,
         "nisa.tensor_reduce: op greater is not a reduction operator; expected one of add, bitwise_and, "
         "bitwise_or, bitwise_xor, logical_and, logical_or, logical_xor, maximum, minimum, multiply, "
@@ -279,6 +318,8 @@ BAD = [
         "'reduce', 'reset_reduce', 'load_reduce']"),
     Bad(bad.bad_oob_mode_value, NkiError,
         "nisa.dma_copy: 2 is not a valid oob_mode; expected one of ['error', 'skip']"),
+    Bad(bad.unknown_op1_token, NkiError,
+        Re(r"nisa\.tensor_scalar: op1 frobnicate is not an ALU operator; " + _ALU_NAMES)),
 ]
 
 
@@ -456,6 +497,31 @@ GOOD = [
     # synchronisation
     Good(good.barrier_reached_by_both_cores, at((2, 8)), same, lnc=2),
     Good(good.barrier_then_sendrecv_on_both_cores, at((2, 8)), lambda x: x[::-1], lnc=2),
+    # engines
+    Good(good.tensor_tensor_on_gpsimd, at((4, 8), (4, 8)), np.add),
+    Good(good.tensor_tensor_bitvec_on_vector, at((4, 8), (4, 8), lo=-1000, hi=1000, dtype=np.int32),
+         np.bitwise_and),
+    Good(good.tensor_scalar_bitvec_on_vector, at((4, 8), lo=-1000, hi=1000, dtype=np.int32),
+         lambda x: x & 3),
+    Good(good.tensor_scalar_multiply_add_on_scalar_engine, at((4, 8)), lambda x: x * 2 + 1),
+    Good(good.tensor_scalar_multiply_add_on_scalar_engine, at((4, 8)), lambda x: x * 2 + 1, target="trn1"),
+    Good(good.tensor_scalar_subtract_on_scalar_engine_trn3, at((4, 8)), lambda x: x - 1, target="trn3"),
+    Good(good.tensor_scalar_rsqrt_on_gpsimd, lambda: (np.full((4, 8), 4.0, np.float32),),
+         lambda x: np.full((4, 8), 0.5)),
+    Good(good.memset_on_vector_engine, x48, lambda x: np.full((4, 8), 4.0)),
+    Good(good.tensor_copy_scalar_engine_trn2, at((4, 8)), same),
+    Good(good.nc_transpose_on_vector_engine, at((4, 8)), np.transpose),
+    Good(good.dma_copy_hwdge_on_sync_engine, at((4, 8)), same),
+    Good(good.activation_on_scalar_engine, at((4, 8)), same),
+    # operand dtypes
+    Good(good.tensor_scalar_fp32_operand_bf16_data, at((4, 8), (4, 1)), np.multiply),
+    Good(good.tensor_scalar_reduce_fp32_reduce_init, at((4, 8), (4, 1)),
+         lambda x, c: c + (x + 1).sum(axis=1, keepdims=True)),
+    Good(good.activation_fp32_scale_bf16_bias, at((4, 8), (4, 1), (4, 1)), lambda x, s, b: x * s + b),
+    Good(good.scan_fp32_initial, at((4, 8), (4, 1)), lambda x, i: i + np.cumsum(2 * x, axis=1)),
+    Good(good.exponential_fp32_max_value, lambda: (floats((4, 8)), floats((4, 1), seed=1)),
+         lambda x, m: np.exp(x - m), target="trn3", rtol=1e-6),
+    Good(good.scalar_tensor_tensor_bf16_operand0, at((4, 8), (4, 1), (4, 8)), lambda x, c, y: x * c + y),
     # op tokens and enum values
     Good(good.alu_op_by_name, at((4, 8), (4, 8)), np.maximum),
     Good(good.activation_known_function, lambda: (floats((4, 8)),), np.tanh, rtol=1e-6),
@@ -464,6 +530,7 @@ GOOD = [
     Good(good.dge_mode_as_raw_int, at((4, 8)), same),
     Good(good.reduce_cmd_by_name, at((4, 8)), lambda x: x.sum(axis=1, keepdims=True)),
     Good(good.oob_mode_as_raw_int, at((4, 8)), same),
+    Good(good.alu_op_token_for_op1, at((4, 8)), lambda x: (x + 1) * 2),
 ]
 
 
@@ -504,7 +571,8 @@ def test_corpus_covers_every_kernel_and_is_large_enough():
 def test_every_error_class_is_exercised():
     kinds = {c.error for c in BAD}
     assert kinds == {ShapeError, MemorySpaceError, DtypeError, UnsupportedError, BoundsError,
-                     CapacityError, RaceError, UninitializedReadError, DeadlockError, NkiError}
+                     CapacityError, RaceError, UninitializedReadError, DeadlockError, EngineError,
+                     NkiError}
 
 
 def test_deadlocks_never_hang():

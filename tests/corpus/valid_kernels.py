@@ -525,6 +525,116 @@ def barrier_then_sendrecv_on_both_cores(x):           # x (2, 8): the same sync 
     return out
 
 
+# ---- engines -------------------------------------------------------------------------------
+
+def tensor_tensor_on_gpsimd(x, y):
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_tensor(dst=d, data1=_load(x), data2=_load(y), op=nl.add, engine=nisa.gpsimd_engine)
+    return _store(d)
+
+
+def tensor_tensor_bitvec_on_vector(x, y):                # int32 x, y
+    d = nl.ndarray((4, 8), dtype=I32)
+    nisa.tensor_tensor(dst=d, data1=_load(x), data2=_load(y), op=nl.bitwise_and, engine=nisa.vector_engine)
+    return _store(d)
+
+
+def tensor_scalar_bitvec_on_vector(x):                 # int32 x
+    d = nl.ndarray((4, 8), dtype=I32)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.bitwise_and, operand0=3, engine=nisa.vector_engine)
+    return _store(d)
+
+
+def tensor_scalar_multiply_add_on_scalar_engine(x):    # trn1 and trn2: the documented pair
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=1.0,
+                       engine=nisa.scalar_engine)
+    return _store(d)
+
+
+def tensor_scalar_subtract_on_scalar_engine_trn3(x):   # Decision: trn3 takes the activate2 pairs
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.subtract, operand0=1.0, engine=nisa.scalar_engine)
+    return _store(d)
+
+
+def tensor_scalar_rsqrt_on_gpsimd(x):                  # x > 0
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.rsqrt, operand0=None, engine=nisa.gpsimd_engine)
+    return _store(d)
+
+
+def memset_on_vector_engine(x):
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.memset(dst=d, value=4.0, engine=nisa.vector_engine)
+    return _store(d)
+
+
+def tensor_copy_scalar_engine_trn2(x):
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_copy(dst=d, src=_load(x), engine=nisa.scalar_engine)
+    return _store(d)
+
+
+def nc_transpose_on_vector_engine(x):                  # x (4, 8) -> (8, 4)
+    d = nl.ndarray((8, 4), dtype=F32)
+    nisa.nc_transpose(dst=d, data=_load(x), engine=nisa.vector_engine)
+    return _store(d)
+
+
+def dma_copy_hwdge_on_sync_engine(x):
+    t = nl.ndarray((4, 8), dtype=F32)
+    nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.sync)
+    return _store(t)
+
+
+def activation_on_scalar_engine(x):
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.activation(dst=d, op=nl.copy, data=_load(x), engine=nisa.scalar_engine)
+    return _store(d)
+
+
+# ---- operand dtypes ------------------------------------------------------------------------
+
+def tensor_scalar_fp32_operand_bf16_data(x, c):         # x (4, 8), c (4, 1)
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=_load(x, BF16), op0=nl.multiply, operand0=_load(c))
+    return _store(d)
+
+
+def tensor_scalar_reduce_fp32_reduce_init(x, c):        # x (4, 8), c (4, 1)
+    d, r = nl.ndarray((4, 8), dtype=F32), nl.ndarray((4, 1), dtype=F32)
+    nisa.tensor_scalar_reduce(dst=d, data=_load(x), op0=nl.add, operand0=1.0, reduce_op=nl.add, reduce_res=r,
+                              reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=_load(c))
+    return _store(r)
+
+
+def activation_fp32_scale_bf16_bias(x, s, b):            # x (4, 8), s, b (4, 1)
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.activation(dst=d, op=nl.copy, data=_load(x), scale=_load(s), bias=_load(b, BF16))
+    return _store(d)
+
+
+def scan_fp32_initial(x, i):                            # x (4, 8), i (4, 1)
+    d = nl.ndarray((4, 8), dtype=F32)
+    t = _load(x)
+    nisa.tensor_tensor_scan(dst=d, data0=t, data1=t, initial=_load(i), op0=nl.add, op1=nl.add)
+    return _store(d)
+
+
+def exponential_fp32_max_value(x, m):                   # trn3; x (4, 8), m (4, 1)
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.exponential(dst=d, src=_load(x), max_value=_load(m))
+    return _store(d)
+
+
+def scalar_tensor_tensor_bf16_operand0(x, c, y):         # docs: any dtype for every input tile
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.scalar_tensor_tensor(dst=d, data=_load(x), op0=nl.multiply, operand0=_load(c, BF16), op1=nl.add,
+                              operand1=_load(y))
+    return _store(d)
+
+
 # ---- op tokens and enum values -------------------------------------------------------------
 
 def alu_op_by_name(a, b):
@@ -567,3 +677,9 @@ def oob_mode_as_raw_int(x):                           # 0 == oob_mode.error
     t = nl.ndarray((4, 8), dtype=F32)
     nisa.dma_copy(dst=t, src=x, oob_mode=0)
     return _store(t)
+
+
+def alu_op_token_for_op1(x):
+    d = nl.ndarray((4, 8), dtype=F32)
+    nisa.tensor_scalar(dst=d, data=_load(x), op0=nl.add, operand0=1.0, op1="multiply", operand1=2.0)
+    return _store(d)

@@ -8,7 +8,7 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import MemorySpaceError, NkiError, ShapeError, UnsupportedError
+from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
 
 BF16 = ml_dtypes.bfloat16
@@ -160,7 +160,7 @@ def test_activation_reduce_op_must_be_add():
 
 def test_activation_unknown_function():
     x = np.ones((2, 2), np.float32)
-    with pytest.raises(NkiError, match=r"^nisa\.activation: bitwise_and is not an activation function; "
+    with pytest.raises(NkiError, match=r"^nisa\.activation: op bitwise_and is not an activation function; "
                                        r"expected one of .*" + LOC):
         act(x, nl.bitwise_and)
 
@@ -189,9 +189,52 @@ def test_activation_data_in_hbm_rejected():
     def kernel(x):
         d = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(d, nl.exp, x)
-    with pytest.raises(MemorySpaceError, match=r"^nisa\.activation: data is in private_hbm; must be in psum or "
-                                               r"sbuf" + LOC):
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.activation: data is in private_hbm \(HBM\); must be "
+                                               r"in psum or sbuf" + LOC):
         simulate(kernel, x)
+
+
+def _scale_bias_kernel(scale_dtype, bias_dtype):
+    def kernel(x, s, b):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(d, nl.copy, sb(x), bias=sb(b, bias_dtype), scale=sb(s, scale_dtype))
+        return d
+    return kernel
+
+
+def test_activation_scale_tile_must_be_fp32(rng):
+    """Docs: "The scale parameter must have a float32 data type"."""
+    x, s, b = (rng.standard_normal(sh).astype(np.float32) for sh in ((4, 6), (4, 1), (4, 1)))
+    got = simulate(_scale_bias_kernel(nl.float32, nl.float32), x, s, b)
+    np.testing.assert_array_equal(got, x * s + b)
+    with pytest.raises(DtypeError, match=r"^nisa\.activation: scale dtype bfloat16 must be float32" + LOC):
+        simulate(_scale_bias_kernel(nl.bfloat16, nl.float32), x, s, b)
+
+
+def test_activation_bias_tile_any_dtype_but_tfloat32(rng):
+    """Docs: "the bias parameter can be any supported dtype except tfloat32"."""
+    x, s, b = (rng.standard_normal(sh).astype(np.float32) for sh in ((4, 6), (4, 1), (4, 1)))
+    got = simulate(_scale_bias_kernel(nl.float32, nl.bfloat16), x, s, b)
+    np.testing.assert_array_equal(got, x * s + b.astype(BF16).astype(np.float32))
+
+    def kernel(x):
+        bias = nl.ndarray((4, 1), dtype=nl.tfloat32, buffer=nl.sbuf)
+        nisa.memset(dst=bias, value=1.0)
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(d, nl.copy, sb(x), bias=bias)
+    with pytest.raises(DtypeError, match=r"^nisa\.activation: bias dtype tfloat32 is not supported; any dtype "
+                                         r"but tfloat32" + LOC):
+        simulate(kernel, x)
+
+
+def test_activation_engine_keyword_must_be_scalar():
+    """Decision: activation has no engine parameter; an engine= keyword must be scalar or unknown."""
+    x = np.array([[0.5, -1.0]], np.float32)
+    for engine in (nisa.engine.scalar, nisa.engine.unknown):
+        np.testing.assert_array_equal(act(x, nl.exp, engine=engine), np.exp(x))
+    with pytest.raises(EngineError, match=r"^nisa\.activation: engine vector is not supported on trn2; "
+                                          r"expected scalar or unknown" + LOC):
+        act(x, nl.exp, engine=nisa.engine.vector)
 
 
 # ---- activation_reduce --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import DtypeError, MemorySpaceError, ShapeError
+from nkisim.errors import DtypeError, EngineError, MemorySpaceError, ShapeError
 from conftest import simulate
 
 BF16 = ml_dtypes.bfloat16
@@ -101,9 +101,49 @@ def test_tensor_copy_hbm_source_rejected():
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=d, src=x)
-    with pytest.raises(MemorySpaceError, match=err("tensor_copy", "src is in private_hbm; must be in psum "
+    with pytest.raises(MemorySpaceError, match=err("tensor_copy", "src is in private_hbm (HBM); must be in psum "
                                                                  "or sbuf")):
         simulate(kernel, np.zeros((2, 2), np.float32), target="trn2")
+
+
+@pytest.mark.parametrize("target", ["trn2", "trn3"])
+@pytest.mark.parametrize("engine", [nisa.engine.vector, nisa.engine.scalar, nisa.engine.gpsimd,
+                                    nisa.engine.unknown])
+def test_tensor_copy_legal_engines(target, engine):
+    x = nan_payloads_f32((3, 4))
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=load(x), engine=engine)
+        return store(d)
+    got = simulate(kernel, x, target=target)
+    assert got.view(np.uint32).tolist() == x.view(np.uint32).tolist()
+
+
+@pytest.mark.parametrize("engine", [nisa.engine.tensor, nisa.engine.dma, nisa.engine.sync])
+def test_tensor_copy_other_engines_rejected(engine):
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=load(x), engine=engine)
+    with pytest.raises(EngineError, match=err("tensor_copy", f"engine {engine.name} is not supported on trn2; "
+                                                             f"expected vector, scalar, gpsimd or unknown")):
+        simulate(kernel, np.zeros((2, 2), np.float32), target="trn2")
+
+
+def test_tensor_copy_scalar_engine_unsupported_on_trn1():
+    """Decision: "On NeuronCore v2, tensor_copy is not supported on the Scalar Engine" wins over the
+    paragraph describing the v2 Scalar engine copy; vector and gpsimd still copy on trn1."""
+    def kernel(x, engine):
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=load(x), engine=engine)
+        return store(d)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for engine in (nisa.engine.vector, nisa.engine.gpsimd, nisa.engine.unknown):
+        np.testing.assert_array_equal(simulate(kernel, x, engine, target="trn1"), x)
+    with pytest.raises(EngineError, match=err("tensor_copy", "engine scalar is not supported on trn1; expected "
+                                                             "vector, gpsimd or unknown (use nisa.activation "
+                                                             "with op=nl.copy)")):
+        simulate(kernel, x, nisa.engine.scalar, target="trn1")
 
 
 # ---- memset ----------------------------------------------------------------------------------
@@ -139,6 +179,20 @@ def test_memset_psum_vector_ok_gpsimd_rejected():
     with pytest.raises(MemorySpaceError, match=err("memset", "dst is in psum, which the gpsimd engine "
                                                             "cannot access")):
         simulate(bad, np.zeros((1, 1), np.float32), target="trn2")
+
+
+@pytest.mark.parametrize("engine", [nisa.engine.scalar, nisa.engine.tensor])
+def test_memset_engine_vector_or_gpsimd_only(engine):
+    def kernel(x, engine):
+        d = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=1.5, engine=engine)
+        return store(d)
+    for ok in (nisa.engine.vector, nisa.engine.gpsimd, nisa.engine.unknown):
+        np.testing.assert_array_equal(simulate(kernel, np.zeros((1, 1), np.float32), ok, target="trn2"),
+                                      np.full((2, 4), 1.5, np.float32))
+    with pytest.raises(EngineError, match=err("memset", f"engine {engine.name} is not supported on trn2; "
+                                                        f"expected vector, gpsimd or unknown")):
+        simulate(kernel, np.zeros((1, 1), np.float32), engine, target="trn2")
 
 
 def test_memset_fractional_value_into_int_rejected():

@@ -7,7 +7,7 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
+from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
 
 BF16 = ml_dtypes.bfloat16
@@ -81,6 +81,36 @@ def test_dma_copy_psum_source_rejected():
     with pytest.raises(MemorySpaceError, match=err("dma_copy", "src is in psum; must be in private_hbm or "
                                                                "sbuf or shared_hbm")):
         simulate(kernel, np.zeros((2, 2), np.float32), target="trn2")
+
+
+@pytest.mark.parametrize("engine", [nisa.engine.sync, nisa.engine.scalar, nisa.engine.unknown])
+def test_dma_copy_hwdge_engine_sync_or_scalar(engine):
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = simulate(copy_kernel((2, 4), nl.float32, dge_mode=nisa.dge_mode.hwdge, engine=engine), x,
+                   target="trn2")
+    np.testing.assert_array_equal(got, x)
+
+
+def test_dma_copy_engine_rules():
+    """Docs: engine is "sync or scalar. Only valid when dge_mode=nisa.dge_mode.hwdge"."""
+    x = np.zeros((2, 4), np.float32)
+    with pytest.raises(EngineError, match=err("dma_copy", "engine gpsimd is not supported for dge_mode hwdge on "
+                                                          "trn2; expected sync, scalar or unknown")):
+        simulate(copy_kernel((2, 4), nl.float32, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.gpsimd), x,
+                 target="trn2")
+    for mode in (nisa.dge_mode.unknown, nisa.dge_mode.swdge):
+        with pytest.raises(EngineError, match=err("dma_copy", f"engine sync is not supported for dge_mode "
+                                                              f"{mode.name} on trn2; expected unknown (engine is "
+                                                              f"only valid with dge_mode=hwdge)")):
+            simulate(copy_kernel((2, 4), nl.float32, dge_mode=mode, engine=nisa.engine.sync), x, target="trn2")
+
+
+def test_dma_copy_hwdge_needs_trn2():
+    """Docs: "Hardware based DGE is only supported for NeuronCore-v3 or newer"."""
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(simulate(copy_kernel((2, 4), nl.float32), x, target="trn1"), x)
+    with pytest.raises(UnsupportedError, match=err("dma_copy", "dge_mode=hwdge needs trn2 or newer, not trn1")):
+        simulate(copy_kernel((2, 4), nl.float32, dge_mode=nisa.dge_mode.hwdge), x, target="trn1")
 
 
 def test_dma_copy_hwdge_needs_equal_dtypes():
@@ -197,7 +227,8 @@ def test_dma_transpose_dst_must_be_sbuf_and_src_not_psum():
     def to_hbm(x):
         out = nl.ndarray((3, 2), dtype=x.dtype, buffer=nl.shared_hbm)
         nisa.dma_transpose(dst=out, src=x)
-    with pytest.raises(MemorySpaceError, match=err("dma_transpose", "dst is in shared_hbm; must be in sbuf")):
+    with pytest.raises(MemorySpaceError, match=err("dma_transpose", "dst is in shared_hbm (HBM); must be in "
+                                                                    "sbuf")):
         simulate(to_hbm, np.zeros((2, 3), BF16), target="trn2")
 
     def from_psum(x):

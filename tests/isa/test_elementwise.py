@@ -164,8 +164,8 @@ def test_tensor_tensor_hbm_operand_rejected():
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(d, x, sb(x), nl.add)
         return d
-    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 is in private_hbm; must be in "
-                                               r"psum or sbuf" + LOC):
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 is in private_hbm \(HBM\); "
+                                               r"must be in psum or sbuf" + LOC):
         simulate(kernel, a)
 
 
@@ -173,14 +173,14 @@ def test_tensor_tensor_power_runs_on_gpsimd_only():
     a = np.array([[2, 3]], np.float32)
     got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.power), a, a)
     np.testing.assert_array_equal(got, np.power(a, a))
-    with pytest.raises(EngineError, match=r"^nisa\.tensor_tensor: nl\.power runs only on the gpsimd engine, "
-                                          r"not vector" + LOC):
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_tensor: engine vector is not supported for op power "
+                                          r"on trn2; expected gpsimd or unknown" + LOC):
         run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.power, engine=nisa.engine.vector), a, a)
 
 
 def test_tensor_tensor_unknown_op():
     a = np.ones((1, 1), np.float32)
-    with pytest.raises(NkiError, match=r"^nisa\.tensor_tensor: exp is not an ALU operator; expected one of "
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_tensor: op exp is not an ALU operator; expected one of "
                                        r"abs, abs_max, .*, subtract" + LOC):
         run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.exp), a, a)
 
@@ -445,3 +445,202 @@ def test_exponential_at_most_4d():
     np.testing.assert_array_equal(got, np.ones((2, 1, 1, 2), np.float32))
     with pytest.raises(ShapeError, match=r"^nisa\.exponential: src has 5 dims \(2, 1, 1, 1, 2\), exceeds 4" + LOC):
         run(nisa.exponential, x, target="trn3", dst_shape=(2, 2))
+
+
+# ---- engine rules (tensor_tensor, tensor_scalar) -----------------------------------------------
+
+E = nisa.engine
+
+
+def col(x, dtype=None):
+    """A (P, 1) operand tile loaded from ``x`` (cast to ``dtype`` by the DMA)."""
+    return sb(x, dtype)
+
+
+@pytest.mark.parametrize("engine", [E.vector, E.gpsimd, E.unknown])
+def test_tensor_tensor_legal_engines(rng, engine):
+    a, b = randn(rng, (4, 6)), randn(rng, (4, 6))
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.subtract, engine=engine), a, b)
+    np.testing.assert_array_equal(got, a - b)
+
+
+@pytest.mark.parametrize("engine", [E.scalar, E.tensor, E.sync])
+def test_tensor_tensor_other_engines_rejected(engine):
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(EngineError, match=rf"^nisa\.tensor_tensor: engine {engine.name} is not supported on "
+                                          r"trn2; expected vector, gpsimd or unknown" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add, engine=engine), a, a)
+
+
+def test_tensor_tensor_bitvec_runs_on_vector_only():
+    a = np.array([[0b1100, -1]], np.int32)
+    b = np.array([[0b1010, 7]], np.int32)
+    got = run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.bitwise_xor, engine=E.vector), a, b,
+              dst_dtype=np.int32)
+    np.testing.assert_array_equal(got, a ^ b)
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_tensor: engine gpsimd is not supported for bitvec "
+                                          r"op bitwise_xor on trn2; expected vector or unknown" + LOC):
+        run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.bitwise_xor, engine=E.gpsimd), a, b,
+            dst_dtype=np.int32)
+
+
+def test_tensor_tensor_int32_with_a_psum_operand_falls_back_to_vector():
+    """Docs: "the automatic GpSimd dispatch for int32/uint32 falls back to Vector Engine when any
+    operand resides in PSUM" -- so the add goes through fp32 (16777217 is not an fp32 value)."""
+    a = np.array([[16777217, 5]], np.int32)
+    b = np.array([[1, 2]], np.int32)
+
+    def kernel(a, b):
+        d = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_tensor(d, ps(a), sb(b), nl.add)
+        return d
+    want = (a.astype(np.float32) + b.astype(np.float32)).astype(np.int32)
+    got = simulate(kernel, a, b)
+    np.testing.assert_array_equal(got, want)
+    assert got[0, 0] == 16777216                 # the exact GpSimd sum would be 16777218
+
+
+@pytest.mark.parametrize("engine", [E.scalar, E.gpsimd])
+def test_tensor_scalar_bitvec_runs_on_vector_only(engine):
+    x = np.array([[0x0F0F, -1]], np.int32)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.bitwise_and, 0xFF, engine=E.vector), x,
+              dst_dtype=np.int32)
+    np.testing.assert_array_equal(got, x & 0xFF)
+    with pytest.raises(EngineError, match=rf"^nisa\.tensor_scalar: engine {engine.name} is not supported for "
+                                          r"bitvec op0 bitwise_and on trn2; expected vector or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.bitwise_and, 0xFF, engine=engine), x, dst_dtype=np.int32)
+
+
+def test_tensor_scalar_gpsimd_only_for_rsqrt():
+    x = np.array([[4.0, 0.25, 9.0]], np.float32)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.rsqrt, None, engine=E.gpsimd), x)
+    np.testing.assert_array_equal(got, np.float32(1) / np.sqrt(x))
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_scalar: engine gpsimd is not supported for op0 add, "
+                                          r"op1 None on trn2; expected vector, scalar or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.add, 1.0, engine=E.gpsimd), x)
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_scalar: engine gpsimd is not supported for op0 "
+                                          r"rsqrt, op1 multiply on trn2; expected vector or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.rsqrt, None, op1=nl.multiply, operand1=2.0,
+                                            engine=E.gpsimd), x)
+
+
+_SCALAR_PAIRS_TRN2 = [(nl.multiply, nl.add), (nl.multiply, None), (nl.add, None), (nl.multiply, nl.bypass)]
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+@pytest.mark.parametrize("op0, op1", _SCALAR_PAIRS_TRN2)
+def test_tensor_scalar_scalar_engine_pairs(rng, target, op0, op1):
+    """Docs (trn2): multiply+add, multiply, add. Decision: trn1 has the same list; op1=bypass = None."""
+    x = randn(rng, (4, 5))
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, op0, 3.0, op1=op1, operand1=0.5, engine=E.scalar),
+              x, target=target)
+    y = x * np.float32(3) if op0 is nl.multiply else x + np.float32(3)
+    want = y + np.float32(0.5) if op1 is nl.add else y
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+@pytest.mark.parametrize("op0, op1", [(nl.subtract, None), (nl.add, nl.multiply), (nl.maximum, None),
+                                      (nl.multiply, nl.subtract)])
+def test_tensor_scalar_scalar_engine_other_pairs_rejected(target, op0, op1):
+    x = np.ones((2, 3), np.float32)
+    n0, n1 = alu_name(op0), alu_name(op1)
+    with pytest.raises(EngineError, match=rf"^nisa\.tensor_scalar: engine scalar is not supported for op0 {n0}, "
+                                          rf"op1 {n1} on {target}; expected vector or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, op0, 2.0, op1=op1, operand1=1.0, engine=E.scalar), x,
+            target=target)
+
+
+def alu_name(op):
+    return {nl.subtract: "subtract", nl.add: "add", nl.multiply: "multiply", nl.maximum: "maximum",
+            None: "None"}[op]
+
+
+def test_tensor_scalar_scalar_engine_trn3_adds_the_activate2_pairs(rng):
+    """Decision: trn3 takes the six tensor-scalar pairs of activate2 (ScalarE, NeuronCore-v4)."""
+    x = randn(rng, (4, 5))
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.multiply, 2.0, op1=nl.subtract, operand1=1.0,
+                                              engine=E.scalar), x, target="trn3")
+    np.testing.assert_array_equal(got, x * np.float32(2) - np.float32(1))
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, nl.subtract, 0.5, engine=E.scalar), x, target="trn3")
+    np.testing.assert_array_equal(got, x - np.float32(0.5))
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_scalar: engine scalar is not supported for op0 "
+                                          r"maximum, op1 None on trn3; expected vector or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.maximum, 0.0, engine=E.scalar), x, target="trn3")
+
+
+def test_tensor_scalar_other_engines_rejected():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(EngineError, match=r"^nisa\.tensor_scalar: engine tensor is not supported for op0 "
+                                          r"multiply, op1 add on trn2; expected vector, scalar or unknown" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.multiply, 2.0, op1=nl.add, operand1=1.0, engine=E.tensor),
+            x)
+
+
+def test_tensor_scalar_unknown_op_names_the_parameter():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_scalar: op1 frobnicate is not an ALU operator; expected "
+                                       r"one of abs, .*, subtract" + LOC):
+        run(lambda d, t: nisa.tensor_scalar(d, t, nl.add, 1.0, op1="frobnicate", operand1=1.0), x)
+
+
+# ---- operand dtypes (tensor_scalar, scalar_tensor_tensor, exponential) --------------------------
+
+@pytest.mark.parametrize("which", ["operand0", "operand1"])
+def test_tensor_scalar_tensor_operands_must_be_fp32(rng, which):
+    x, c = randn(rng, (4, 5)), randn(rng, (4, 1))
+
+    def kernel(x, c, dtype):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        o0, o1 = (col(c, dtype), 1.0) if which == "operand0" else (2.0, col(c, dtype))
+        nisa.tensor_scalar(d, sb(x, nl.bfloat16), nl.multiply, o0, op1=nl.add, operand1=o1)
+        return d
+    xb = x.astype(BF16).astype(np.float32)
+    want = xb * c + np.float32(1) if which == "operand0" else xb * np.float32(2) + c
+    np.testing.assert_array_equal(simulate(kernel, x, c, nl.float32), want)   # bf16 data, fp32 operand
+    op = "op0 multiply" if which == "operand0" else "op1 add"
+    with pytest.raises(DtypeError, match=rf"^nisa\.tensor_scalar: {which} dtype bfloat16 must be float32 for "
+                                         rf"arithmetic {op}" + LOC):
+        simulate(kernel, x, c, nl.bfloat16)
+
+
+def test_tensor_scalar_bitvec_operand_tile_may_be_an_integer():
+    x = np.array([[0x0F0F, 0x00F0]], np.int32)
+    m = np.array([[0xFF]], np.int32)
+
+    def kernel(x, m):
+        d = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, sb(x), nl.bitwise_and, sb(m))
+        return d
+    np.testing.assert_array_equal(simulate(kernel, x, m), x & 0xFF)
+
+
+def test_scalar_tensor_tensor_operand0_may_be_any_dtype(rng):
+    """Docs: "All input tiles can be any supported NKI data type" (no fp32 rule, unlike tensor_scalar)."""
+    x, y, s = randn(rng, (4, 6)), randn(rng, (4, 6)), randn(rng, (4, 1))
+
+    def kernel(x, y, s):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(d, sb(x), nl.multiply, sb(s, nl.bfloat16), nl.add, sb(y))
+        return d
+    want = x * s.astype(BF16).astype(np.float32) + y
+    np.testing.assert_array_equal(simulate(kernel, x, y, s), want)
+
+
+@pytest.mark.parametrize("param", ["max_value", "reduce_init"])
+def test_exponential_tensor_operands_must_be_fp32(rng, param):
+    x, m = randn(rng, (4, 6)), randn(rng, (4, 1))
+
+    def kernel(x, m, dtype):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        if param == "max_value":
+            nisa.exponential(d, sb(x), max_value=col(m, dtype))
+        else:
+            nisa.exponential(d, sb(x), reduce_res=r, reduce_cmd=nisa.reduce_cmd.load_reduce,
+                             reduce_init=col(m, dtype))
+        return d
+    got = simulate(kernel, x, m, nl.float32, target="trn3")
+    np.testing.assert_array_equal(got, np.exp(x - m) if param == "max_value" else np.exp(x))
+    with pytest.raises(DtypeError, match=rf"^nisa\.exponential: {param} dtype float16 must be float32" + LOC):
+        simulate(kernel, x, m, nl.float16, target="trn3")

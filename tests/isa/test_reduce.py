@@ -296,6 +296,44 @@ def test_tensor_scalar_reduce_rules(kw, exc, msg):
         simulate(kernel, x)
 
 
+@pytest.mark.parametrize("which", ["operand0", "reduce_init"])
+def test_tensor_scalar_reduce_tensor_operands_must_be_fp32(rng, which):
+    """Docs: reduce_init "Supported dtypes: float32"; Decision: operand0 as tensor_scalar's (fp32)."""
+    x = rng.integers(-3, 4, (3, 4)).astype(np.float32)
+    c = np.array([[1], [2], [3]], np.float32)
+
+    def kernel(x, c, dtype):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        if which == "operand0":
+            nisa.tensor_scalar_reduce(d, sb(x), nl.multiply, sb(c, dtype), nl.add, r)
+        else:
+            nisa.tensor_scalar_reduce(d, sb(x), nl.multiply, 2.0, nl.add, r, reduce_cmd=RC.load_reduce,
+                                      reduce_init=sb(c, dtype))
+        return r
+    y = x * c if which == "operand0" else x * np.float32(2)
+    want = y.sum(axis=1, keepdims=True) + (c if which == "reduce_init" else 0)
+    np.testing.assert_array_equal(simulate(kernel, x, c, nl.float32), want)
+    what = "operand0 dtype bfloat16 must be float32 for arithmetic op0 multiply" if which == "operand0" \
+        else "reduce_init dtype bfloat16 must be float32"
+    with pytest.raises(DtypeError, match=r"^nisa\.tensor_scalar_reduce: " + what + LOC):
+        simulate(kernel, x, c, nl.bfloat16)
+
+
+def test_unknown_ops_name_their_parameter():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_reduce: op frobnicate is not an ALU operator; "
+                                       r"expected one of abs, .*, subtract" + LOC):
+        reduce(x, "frobnicate", 1, (2, 1))
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(d, sb(x), nl.add, 1.0, "frobnicate")
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_scalar_reduce: reduce_op frobnicate is not an ALU "
+                                       r"operator; expected one of abs, .*, subtract" + LOC):
+        simulate(kernel, x)
+
+
 def test_tensor_scalar_reduce_reduce_res_shape():
     x = np.ones((2, 3), np.float32)
 

@@ -128,6 +128,28 @@ def test_scan_rejects_bitvec_and_unary_ops():
         scan(x, x, 0.0, nl.abs, nl.add)
 
 
+def test_scan_initial_tile_must_be_fp32(rng):
+    """Decision: the docs name no dtype for an ``initial`` tile; fp32 like every per-partition operand."""
+    d0, d1 = rng.standard_normal((2, 5)).astype(F32), rng.standard_normal((2, 5)).astype(F32)
+    init = np.array([[0.5], [-2.0]], F32)
+    got = scan(d0, d1, init, nl.multiply, nl.add)
+    np.testing.assert_array_equal(got, reference(d0, d1, init[:, 0], "multiply", "add"))
+
+    def kernel(d0, d1, init):
+        d = nl.ndarray(d0.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor_scan(d, sb(d0), sb(d1), sb(init, nl.bfloat16), nl.multiply, nl.add)
+    with pytest.raises(DtypeError, match=r"^nisa\.tensor_tensor_scan: initial dtype bfloat16 must be "
+                                         r"float32" + LOC):
+        simulate(kernel, d0, d1, init)
+
+
+def test_scan_unknown_op_names_the_parameter():
+    x = np.ones((2, 3), F32)
+    with pytest.raises(NkiError, match=r"^nisa\.tensor_tensor_scan: op1 frobnicate is not an ALU operator; "
+                                       r"expected one of abs, .*, subtract" + LOC):
+        scan(x, x, 0.0, nl.add, "frobnicate")
+
+
 def test_scan_shape_rules():
     with pytest.raises(ShapeError, match=r"^nisa\.tensor_tensor_scan: data1 has 4 elements per partition, data0 "
                                          r"has 3 \(shapes \(2, 4\) vs \(2, 3\)\)" + LOC):

@@ -230,6 +230,13 @@ def test_range_select_comparison_set():
         run_range(np.zeros((2, 4), np.float32), z, z, op1=nl.not_equal)
 
 
+def test_range_select_unknown_comparison_names_the_parameter():
+    z = np.zeros((2, 1), np.float32)
+    with pytest.raises(NkiError, match=rf"^nisa\.range_select: comp_op1 frobnicate is not an ALU operator; "
+                                       rf"expected one of abs, .*, subtract \(test_select\.py:\d+\)$"):
+        run_range(np.zeros((2, 4), np.float32), z, z, op1="frobnicate")
+
+
 def test_range_select_on_false_must_be_fp32_min():
     z = np.zeros((2, 1), np.float32)
     with pytest.raises(UnsupportedError, match=err("range_select", "on_false_value must be FP32_MIN "

@@ -68,15 +68,15 @@ def test_vector_engine_any_buffers_32x32(rng, data_buf, dst_buf):
 
 
 def test_vector_engine_limits():
-    with pytest.raises(ShapeError, match=err("vector engine transpose partition dim 33 exceeds 32 on trn2")):
+    with pytest.raises(ShapeError, match=err("data partition dim 33 exceeds 32 on trn2 (vector engine transpose)")):
         run(np.zeros((33, 4), np.float32), (4, 33), nisa.engine.vector)
-    with pytest.raises(ShapeError, match=err("vector engine transpose free size 33 exceeds 32 on trn2")):
+    with pytest.raises(ShapeError, match=err("data free size 33 exceeds 32 on trn2 (vector engine transpose)")):
         run(np.zeros((4, 33), np.float32), (33, 4), nisa.engine.vector)
 
 
 def test_tensor_engine_free_size_limit():
     # (a dst with 129 partitions cannot exist; the free-size rule is checked before dst's shape)
-    with pytest.raises(ShapeError, match=err("tensor engine transpose free size 129 exceeds 128 on trn2")):
+    with pytest.raises(ShapeError, match=err("data free size 129 exceeds 128 on trn2 (tensor engine transpose)")):
         run(np.zeros((4, 129), np.float32), (4, 129), nisa.engine.tensor)
 
 
@@ -90,7 +90,7 @@ def test_tensor_engine_buffers():
 def test_default_engine_is_vector_unless_sbuf_to_psum(rng):
     x = rng.standard_normal((64, 8)).astype(np.float32)
     np.testing.assert_array_equal(run(x, (8, 64)), x.T)            # SBUF -> PSUM: TensorE, 64 ok
-    with pytest.raises(ShapeError, match=err("vector engine transpose partition dim 64 exceeds 32 on trn2")):
+    with pytest.raises(ShapeError, match=err("data partition dim 64 exceeds 32 on trn2 (vector engine transpose)")):
         run(x, (8, 64), dst_buf=nl.sbuf)                           # SBUF -> SBUF: VectorE
 
 
@@ -105,10 +105,11 @@ def test_dst_shape_must_be_swapped():
         run(np.zeros((4, 6), np.float32), (4, 6))
 
 
-def test_other_engines_rejected():
-    with pytest.raises(EngineError, match=err("engine scalar cannot transpose; use engine.tensor or "
-                                              "engine.vector")):
-        run(np.zeros((4, 4), np.float32), (4, 4), nisa.engine.scalar)
+@pytest.mark.parametrize("engine", [nisa.engine.scalar, nisa.engine.gpsimd, nisa.engine.dma])
+def test_other_engines_rejected(engine):
+    with pytest.raises(EngineError, match=err(f"engine {engine.name} is not supported on trn2; expected tensor, "
+                                              f"vector or unknown")):
+        run(np.zeros((4, 4), np.float32), (4, 4), engine)
 
 
 def test_trn1_tensor_engine_is_an_fp32_identity_matmul():

@@ -108,6 +108,17 @@ def test_column_broadcasts_on_either_side():
     assert info["shape"] == (6, 10)
 
 
+def test_non_fp32_column_broadcasts_on_either_side():
+    """nisa.tensor_scalar takes only fp32 tensor operands, so a bf16 (P, 1) column goes through a
+    stride-0 tensor_tensor instead; the values are the same fp32 math, rounded once."""
+    a, c = rand((6, 10), BF16, seed=6), rand((6, 1), BF16, seed=7)
+    got, info = run(nl.subtract, a, c)
+    bits_equal(got, (a.astype(F32) - c.astype(F32)).astype(BF16))
+    got, info = run(nl.multiply, c, a)
+    bits_equal(got, (c.astype(F32) * a.astype(F32)).astype(BF16))
+    assert info["shape"] == (6, 10)
+
+
 def test_free_dim_broadcast_3d():
     a, b = rand((4, 3, 5), seed=8), rand((4, 1, 5), seed=9)
     got, info = run(nl.multiply, b, a)
@@ -191,7 +202,7 @@ def test_binary_both_psum_follows_tensor_tensor_rule():
 def test_hbm_operand_raises():
     def kernel(x):
         nl.exp(x)
-    with pytest.raises(MemorySpaceError, match=r"^nl\.exp: x is in private_hbm; must be in psum or "
+    with pytest.raises(MemorySpaceError, match=r"^nl\.exp: x is in private_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(kernel, rand((2, 2)))
 
@@ -330,7 +341,7 @@ def test_load_store_rules():
 
     def store_hbm_value(x):
         nl.store(x, x)
-    with pytest.raises(MemorySpaceError, match=r"^nl\.store: value is in private_hbm; must be in psum or "
+    with pytest.raises(MemorySpaceError, match=r"^nl\.store: value is in private_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(store_hbm_value, a)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DtypeError, MemorySpaceError, ShapeError
+from ..errors import DtypeError, EngineError, MemorySpaceError, ShapeError
 from ..memory.buffers import HBM, ON_CHIP, psum, sbuf
 from ..memory.tensor import NkiTensor
 
@@ -20,9 +20,11 @@ def tensor(op: str, name: str, x) -> NkiTensor:
     return x
 
 
-def at_most(op: str, what: str, value: int, limit: int, target, unit: str = "") -> None:
+def at_most(op: str, what: str, value: int, limit: int, target, unit: str = "", note: str = "") -> None:
+    """``value`` <= ``limit``; ``note`` (e.g. "(vector engine transpose)") ends the message."""
     if value > limit:
-        raise ShapeError(op, f"{what} {value}{unit} exceeds {limit}{unit} on {target.name}")
+        raise ShapeError(op, f"{what} {value}{unit} exceeds {limit}{unit} on {target.name}"
+                             f"{' ' + note if note else ''}")
 
 
 def partitions(op: str, name: str, t: NkiTensor, target) -> int:
@@ -37,7 +39,8 @@ def on_chip(op: str, name: str, t: NkiTensor, allowed=ON_CHIP) -> None:
     """``t`` must live in one of ``allowed`` buffers (default SBUF or PSUM)."""
     if t.buffer not in allowed:
         names = " or ".join(sorted(str(b) for b in allowed))
-        raise MemorySpaceError(op, f"{name} is in {t.buffer}; must be in {names}")
+        where = f"{t.buffer} (HBM)" if t.buffer in HBM else str(t.buffer)
+        raise MemorySpaceError(op, f"{name} is in {where}; must be in {names}")
 
 
 def sbuf_only(op: str, name: str, t: NkiTensor) -> None:
@@ -94,5 +97,24 @@ def hbm_or_sbuf(op: str, name: str, t: NkiTensor) -> None:
     on_chip(op, name, t, HBM | {sbuf})
 
 
+def float32_operand(op: str, name: str, x, what: str = "") -> None:
+    """A tensor operand ``x`` (scalars are fp32 immediates) must be float32; ``what`` says why,
+    e.g. "for arithmetic op0 add"."""
+    if isinstance(x, NkiTensor) and x.dtype != _dt.float32:
+        raise DtypeError(op, f"{name} dtype {_dt.name(x.dtype)} must be float32{' ' + what if what else ''}")
+
+
+def engine_in(op: str, engine, allowed, target, what: str = "", hint: str = "") -> None:
+    """``engine`` (an ``nisa.engine`` member) must be one of ``allowed`` (in the order given);
+    ``what`` names the case, e.g. "for bitvec op bitwise_and"; ``hint`` ends the message.
+    EngineError otherwise."""
+    if engine not in allowed:
+        names = [e.name for e in allowed]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        raise EngineError(op, f"engine {engine.name} is not supported{' ' + what if what else ''} on "
+                              f"{target.name}; expected {listed}{' ' + hint if hint else ''}")
+
+
 __all__ = ["tensor", "at_most", "partitions", "on_chip", "sbuf_only", "psum_only", "not_both_psum",
-           "same_tile", "same_size", "column", "int_dtype", "dtype_in", "hbm_or_sbuf"]
+           "same_tile", "same_size", "column", "int_dtype", "dtype_in", "hbm_or_sbuf", "float32_operand",
+           "engine_in"]

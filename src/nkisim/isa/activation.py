@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as _dt
 from .. import state, trace
 from ..checks import rules
-from ..errors import NkiError, UnsupportedError
+from ..errors import DtypeError, NkiError, UnsupportedError
 from ..memory.access import read_f32, write
 from ..memory.tensor import NkiTensor
 from . import alu
-from .enums import NkiInstruction, as_enum, reduce_cmd as _cmd
+from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
 from .operands import column_f32, pf
 
 F32 = np.float32
@@ -36,16 +37,26 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
     Shapes: data, dst (P, F...) with equal P (<= pmax) and elements per partition; ``scale`` a
     scalar or (P, 1) tensor; ``bias`` a (P, 1) tensor or (trn2+) a scalar; ``reduce_res`` (P, 1).
-    Dtypes: any; math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM.
+    Dtypes: data, dst any; math in fp32, rounded once into dst.dtype. A tensor ``scale`` must be
+    float32 and a tensor ``bias`` any dtype but tfloat32 ("The scale parameter must have a float32
+    data type, while the bias parameter can be any supported dtype except tfloat32"); scalars are
+    fp32 immediates. Buffers: SBUF or PSUM.
     ``reduce_cmd``: reset/reset_reduce zero the ScalarE accumulator; reduce/reset_reduce add the
     free-dim sum of this result (Decision: the fp32 values before rounding); ``reduce_res`` then
     receives the accumulator. ``reduce_op`` must be ``nl.add``. Decision: ``reduce_res`` may alias
     (part of) ``dst``; it is written after ``dst``, so the reduction wins where they overlap.
-    Raises: ShapeError, MemorySpaceError, NkiError (unknown function), UnsupportedError.
+    Engine: Scalar only ("using Scalar Engine"). Decision: ``activation`` has no ``engine``
+    parameter; an ``engine=`` keyword (swallowed with the other Beta 1 keywords) must be scalar or
+    unknown, anything else raises EngineError.
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown function),
+    UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation).
     """
     opn = "nisa.activation"
-    if reduce_op is not None and alu.op_name(reduce_op) != "add":
+    if "engine" in ignored:
+        rules.engine_in(opn, as_enum(_engine, ignored["engine"], opn), (_engine.scalar, _engine.unknown),
+                        state.core(opn).target)
+    if reduce_op is not None and alu.op_name(reduce_op, opn, "reduce_op") != "add":
         raise NkiError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
     cmd = as_enum(_cmd, reduce_cmd, opn)
     return _activate(opn, dst, op, data, bias, scale, alu.ALU["add"], reduce_res, cmd, name)
@@ -65,7 +76,7 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
     """
     opn = "nisa.activation_reduce"
     t = state.core(opn).target
-    row = alu.lookup_alu(reduce_op, opn)
+    row = alu.lookup_alu(reduce_op, opn, "reduce_op")
     if row.name not in t.act_reduce_ops:
         raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
                                     f"{', '.join(t.act_reduce_ops)}")
@@ -76,7 +87,7 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name):
     core = state.core(opn)
     t = core.target
-    fn = alu.lookup_act(op, opn)
+    fn = alu.lookup_act(op, opn, "op")
     for nm, x in (("dst", dst), ("data", data)):
         rules.tensor(opn, nm, x)
         rules.on_chip(opn, nm, x)
@@ -84,10 +95,13 @@ def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
     rules.column(opn, "scale", scale, p, t)
+    rules.float32_operand(opn, "scale", scale)
     if bias is not None:
         if not isinstance(bias, NkiTensor) and t.nc_version < 3:
             raise UnsupportedError(opn, f"a scalar bias needs trn2 or newer; on {t.name} pass a ({p}, 1) tensor")
         rules.column(opn, "bias", bias, p, t)
+        if isinstance(bias, NkiTensor) and bias.dtype == _dt.tfloat32:
+            raise DtypeError(opn, "bias dtype tfloat32 is not supported; any dtype but tfloat32")
     if reduce_res is not None:
         rules.tensor(opn, "reduce_res", reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)

@@ -205,32 +205,35 @@ ACT: dict[str, Callable] = {
 }
 
 
-def op_name(op) -> str:
-    """The canonical name of an op token: ``nl.add``, an AluOp, a NumPy ufunc/function or a string."""
+def op_name(op, where: str = "nisa", param: str | None = None) -> str:
+    """The canonical name of an op token: ``nl.add``, an AluOp, a NumPy ufunc/function or a string.
+    ``where`` (the op) and ``param`` (its parameter name, e.g. "op0") only label the error."""
     name = op if isinstance(op, str) else getattr(op, "nki_name", None) or getattr(op, "name", None) \
         or getattr(op, "__name__", None)
     if not isinstance(name, str):
-        raise NkiError("nisa", f"{op!r} is not an NKI operator")
+        raise NkiError(where, f"{param + ' ' if param else ''}{op!r} is not an NKI operator")
     return _ALIASES.get(name, name)
 
 
-def lookup_alu(op, where: str = "nisa") -> AluOp:
-    """The ALU row for ``op``; NkiError naming the op if it is not an ALU operator."""
-    name = op_name(op)
+def lookup_alu(op, where: str = "nisa", param: str | None = None) -> AluOp:
+    """The ALU row for ``op``; NkiError naming the op (and ``param``, the parameter that held it)
+    if it is not an ALU operator."""
+    name = op_name(op, where, param)
     row = ALU.get(name)
     if row is None:
-        raise NkiError(where, f"{name} is not an ALU operator; expected one of {', '.join(sorted(ALU))}")
+        raise NkiError(where, f"{param + ' ' if param else ''}{name} is not an ALU operator; expected one "
+                              f"of {', '.join(sorted(ALU))}")
     return row
 
 
-def lookup_act(op, where: str = "nisa.activation") -> Callable:
-    name = op_name(op)
+def lookup_act(op, where: str = "nisa.activation", param: str | None = None) -> Callable:
+    name = op_name(op, where, param)
     if name == "bypass":
         name = "copy"
     fn = ACT.get(name)
     if fn is None:
-        raise NkiError(where, f"{name} is not an activation function; expected one of "
-                              f"{', '.join(sorted(ACT))}")
+        raise NkiError(where, f"{param + ' ' if param else ''}{name} is not an activation function; "
+                              f"expected one of {', '.join(sorted(ACT))}")
     return fn
 
 

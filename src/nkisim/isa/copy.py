@@ -22,6 +22,11 @@ from .enums import NkiInstruction, as_enum, engine as _engine
 from .operands import target
 
 
+_COPY_ENGINES = (_engine.vector, _engine.scalar, _engine.gpsimd, _engine.unknown)
+_COPY_ENGINES_NO_ACT = (_engine.vector, _engine.gpsimd, _engine.unknown)
+_MEMSET_ENGINES = (_engine.vector, _engine.gpsimd, _engine.unknown)
+
+
 def gpsimd_no_psum(op, engine, **operands):
     """GpSimd cannot reach PSUM."""
     if engine is _engine.gpsimd:
@@ -36,12 +41,22 @@ def tensor_copy(dst, src, engine=_engine.unknown, name=None, dtype=None):
     Shapes: same partition count (<= pmax) and elements per partition; free shapes may differ.
     Buffers: SBUF or PSUM (GpSimd: SBUF only). Dtypes: same dtype copies bits exactly, otherwise
     via fp32, rounded once into dst.dtype. ``dtype=`` (seen in old tutorials) is ignored.
-    Raises: ShapeError, MemorySpaceError.
+    Engine: vector, scalar, gpsimd or unknown (tensor, dma, sync raise EngineError). Decision: the
+    docs both describe the NeuronCore-v2 Scalar engine copy ("performs copy by first casting the
+    input tile to FP32") and say "On NeuronCore v2, tensor_copy is not supported on the Scalar
+    Engine. Instead, use nisa.activation with op=nl.copy"; the explicit rule wins, so
+    engine=scalar raises EngineError on trn1 (``arch.act_tensor_copy``).
+    Raises: ShapeError, MemorySpaceError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy).
     """
     op = "nisa.tensor_copy"
     t = target(op)
     eng = as_enum(_engine, engine, op)
+    if t.act_tensor_copy:
+        rules.engine_in(op, eng, _COPY_ENGINES, t)
+    else:
+        rules.engine_in(op, eng, _COPY_ENGINES_NO_ACT, t,
+                        hint="(use nisa.activation with op=nl.copy)")
     rules.tensor(op, "dst", dst)
     rules.tensor(op, "src", src)
     rules.on_chip(op, "src", src)
@@ -60,12 +75,16 @@ def memset(dst, value, engine=_engine.unknown, name=None, **ignored):
 
     Buffers: SBUF or PSUM (GpSimd: SBUF only). Dtypes: an integer dst takes an integral value
     (Decision: integral floats such as 0.0 are accepted, fractional ones raise DtypeError); the
-    value is rounded once into dst.dtype.
+    value is rounded once into dst.dtype. Engine: vector, gpsimd or unknown ("specify which
+    engine to use for memset: nki.isa.engine.vector or nki.isa.engine.gpsimd"); others raise
+    EngineError.
+    Raises: DtypeError, MemorySpaceError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (memset).
     """
     op = "nisa.memset"
     t = target(op)
     eng = as_enum(_engine, engine, op)
+    rules.engine_in(op, eng, _MEMSET_ENGINES, t)
     rules.tensor(op, "dst", dst)
     rules.on_chip(op, "dst", dst)
     rules.partitions(op, "dst", dst, t)

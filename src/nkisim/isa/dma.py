@@ -28,17 +28,21 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     Shapes: any; ``dst`` and ``src`` must hold the same number of elements.
     Buffers: HBM (private/shared) or SBUF for both; PSUM is not accepted (evacuate with tensor_copy).
     Dtypes: same dtype copies bits exactly; otherwise src -> fp32 -> dst (rounded once);
-    ``dge_mode=hwdge`` requires equal dtypes. ``oob_mode``/``dge_mode``/``engine`` accept raw ints.
+    ``dge_mode=hwdge`` requires equal dtypes and trn2 or newer ("Hardware based DGE is only
+    supported for NeuronCore-v3 or newer"). ``oob_mode``/``dge_mode``/``engine`` accept raw ints.
+    Engine: ``engine`` picks the HWDGE descriptor engine, sync or scalar, and is "Only valid when
+    dge_mode=nisa.dge_mode.hwdge"; otherwise it must stay unknown (EngineError).
     Indirect (gather/scatter, SWDGE): ``src`` or ``dst`` (not both) may be an HBM
     ``t.ap(pattern, vector_offset=idx, indirect_dim=0)`` view with R rows; the other side must have
     R partitions (SBUF) or R rows (HBM dim 0), row w pairing with index ``idx[w]``. An index outside
     the base's rows is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``, skips that
     row (its destination row is left untouched). ``dge_mode=hwdge`` is refused for indirect views.
-    Raises: ShapeError, MemorySpaceError, DtypeError, BoundsError, UnsupportedError.
+    Raises: ShapeError, MemorySpaceError, DtypeError, BoundsError, UnsupportedError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy).
     """
     op = "nisa.dma_copy"
     t = target(op)
+    _dma_engine(op, t, as_enum(_dge_mode, dge_mode, op), as_enum(_engine, engine, op))
     if isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor):
         return _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name)
     rules.tensor(op, "dst", dst)
@@ -58,6 +62,17 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
     trace.emit(op, dst=dst, src=src)
     return NkiInstruction(op, name)
+
+
+def _dma_engine(op, t, mode, eng):
+    """dma_copy's engine and dge_mode rules (see its docstring)."""
+    if mode is _dge_mode.hwdge:
+        if t.nc_version < 3:
+            raise UnsupportedError(op, f"dge_mode=hwdge needs trn2 or newer, not {t.name}")
+        rules.engine_in(op, eng, (_engine.sync, _engine.scalar, _engine.unknown), t, "for dge_mode hwdge")
+    else:
+        rules.engine_in(op, eng, (_engine.unknown,), t, f"for dge_mode {mode.name}",
+                        hint="(engine is only valid with dge_mode=hwdge)")
 
 
 def _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name):

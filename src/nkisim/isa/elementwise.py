@@ -12,8 +12,9 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state, trace
 from ..checks import rules
-from ..errors import DtypeError, EngineError, NkiError, ShapeError, UnsupportedError
+from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
 from ..memory.access import out_f32, read_f32, read_raw, write
+from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
@@ -23,6 +24,7 @@ from .operands import column_f32, pf, target
 
 _EXACT_INT = (_dt.int32, _dt.uint32)
 _EXACT_INT_OPS = frozenset(("add", "subtract", "multiply", "maximum", "minimum"))
+_TT_ENGINES = (_engine.vector, _engine.gpsimd, _engine.unknown)
 
 
 def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ignored):
@@ -31,19 +33,31 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     Shapes: data1, data2, dst have the same partition count (<= pmax) and elements per partition
     (no broadcasting; use tensor_scalar for a (P, 1) operand).
     Buffers: SBUF or PSUM; data1 and data2 not both in PSUM; GpSimd (``nl.power``) SBUF only.
+    Engine: vector, gpsimd or unknown ("engine: ... vector, gpsimd or unknown"; scalar and the
+    others raise EngineError); ``nl.power`` runs only on gpsimd; bitvec ops only on vector ("Vector
+    Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
+    ``nl.power`` and for all-int32/uint32 operands, else vector.
     Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
     shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (unless engine=vector) in native 32-bit arithmetic, which wraps modulo 2**32
+    computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
+    dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
+    goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
     (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
     like any value (saturating into a narrower integer dtype).
-    Raises: ShapeError, MemorySpaceError, DtypeError, NkiError (unknown op).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
     """
     opn = "nisa.tensor_tensor"
     t = target(opn)
-    row = alu.lookup_alu(op, opn)
+    row = alu.lookup_alu(op, opn, "op")
     eng = as_enum(_engine, engine, opn)
+    if row.name == "power":
+        rules.engine_in(opn, eng, (_engine.gpsimd, _engine.unknown), t, "for op power")
+    elif row.kind == "bitvec":
+        rules.engine_in(opn, eng, (_engine.vector, _engine.unknown), t, f"for bitvec op {row.name}")
+    else:
+        rules.engine_in(opn, eng, _TT_ENGINES, t)
     for nm, x in (("dst", dst), ("data1", data1), ("data2", data2)):
         rules.tensor(opn, nm, x)
         rules.on_chip(opn, nm, x)
@@ -52,8 +66,6 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     rules.same_tile(opn, "data1", data1, "dst", dst)
     rules.not_both_psum(opn, "data1", data1, "data2", data2)
     if row.name == "power":
-        if eng not in (_engine.unknown, _engine.gpsimd):
-            raise EngineError(opn, f"nl.power runs only on the gpsimd engine, not {eng.name}")
         eng = _engine.gpsimd
     gpsimd_no_psum(opn, eng, dst=dst, data1=data1, data2=data2)
     shape = data1.shape
@@ -63,7 +75,8 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
         a, b = read_raw(data1), read_raw(data2).reshape(shape)
         res = row.fn(a, b.astype(a.dtype))
     elif (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and row.name in _EXACT_INT_OPS
-          and eng is not _engine.vector):
+          and (eng is _engine.gpsimd or (eng is _engine.unknown and psum not in
+                                         (dst.buffer, data1.buffer, data2.buffer)))):
         res = row.fn(read_raw(data1).astype(np.int64), read_raw(data2).astype(np.int64).reshape(shape))
         res = res.astype(data1.dtype)          # native 32-bit integer arithmetic wraps
     else:
@@ -92,16 +105,26 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` likewise for op1. A unary op0/op1
     (abs, square, relu, rsqrt, reciprocal, ...) ignores its operand.
     Shapes: data, dst (P, F...), P <= pmax, same elements per partition; operand0/1 a scalar or a
-    (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; bitvec ops (both ops
-    bitvec) on integer bit patterns with integer operands.
+    (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; with arithmetic ops a
+    tensor operand0 (and operand1 when op1 is given) must be float32 ("the operand0 and operand1
+    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns with
+    integer operands.
+    Engine ("vector, scalar, gpsimd (only allowed for rsqrt) or unknown"): bitvec ops only on
+    vector ("must run on Vector Engine"); gpsimd only when every operator given is rsqrt
+    (Decision: op1 None or rsqrt); scalar only for the (op0, op1) pairs of
+    ``arch.act_tensor_scalar_ops`` (op1 None = one operator; ``nl.bypass`` as op1 counts as None):
+    on trn2 (multiply, add), (multiply, None), (add, None) ("The Scalar Engine on trn2 only
+    supports some operator combinations"). Decision: the docs name trn2 only; trn1 takes the trn2
+    list, trn3 the six tensor-scalar pairs its Scalar engine runs in ``activate2`` (adding
+    (multiply, subtract), (subtract, None), (bypass, None)).
     Buffers: SBUF or PSUM (GpSimd: SBUF only).
-    Raises: ShapeError, MemorySpaceError, DtypeError, NkiError (unknown op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar, activate2).
     """
     opn = "nisa.tensor_scalar"
     t = target(opn)
-    row0 = alu.lookup_alu(op0, opn)
-    row1 = alu.lookup_alu(op1, opn) if op1 is not None else None
+    row0 = alu.lookup_alu(op0, opn, "op0")
+    row1 = alu.lookup_alu(op1, opn, "op1") if op1 is not None else None
     eng = as_enum(_engine, engine, opn)
     for nm, x in (("dst", dst), ("data", data)):
         rules.tensor(opn, nm, x)
@@ -116,6 +139,12 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     bitvec = row0.kind == "bitvec"
     if row1 is not None and (row1.kind == "bitvec") != bitvec:
         raise DtypeError(opn, f"op0 {row0.name} and op1 {row1.name} must both be bitvec or both arithmetic")
+    _tensor_scalar_engine(opn, eng, row0, row1, t)
+    if not bitvec:
+        if isinstance(operand0, NkiTensor):
+            rules.float32_operand(opn, "operand0", operand0, f"for arithmetic op0 {row0.name}")
+        if row1 is not None and isinstance(operand1, NkiTensor):
+            rules.float32_operand(opn, "operand1", operand1, f"for arithmetic op1 {row1.name}")
     if bitvec:
         rules.int_dtype(opn, "data", data, f"bitvec op {row0.name}")
         x = read_raw(data)
@@ -143,6 +172,22 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     write(dst, x)
     trace.emit(opn, dst=dst, data=data, op0=row0.name, op1=row1.name if row1 else None, engine=eng)
     return NkiInstruction(opn, name)
+
+
+def _tensor_scalar_engine(opn, eng, row0, row1, t):
+    """The engine rules of tensor_scalar (see its docstring)."""
+    if eng is _engine.unknown or eng is _engine.vector:       # always legal: the common case
+        return
+    if row0.kind == "bitvec":
+        rules.engine_in(opn, eng, (_engine.vector, _engine.unknown), t, f"for bitvec op0 {row0.name}")
+        return
+    names = (row0.name, None if row1 is None or row1.name == "bypass" else row1.name)
+    allowed = [_engine.vector]
+    if names in t.act_tensor_scalar_ops:
+        allowed.append(_engine.scalar)
+    if all(n in (None, "rsqrt") for n in names):
+        allowed.append(_engine.gpsimd)
+    rules.engine_in(opn, eng, tuple(allowed) + (_engine.unknown,), t, f"for op0 {names[0]}, op1 {names[1]}")
 
 
 def _ufuncs(*rows) -> bool:
@@ -187,15 +232,17 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` computes ``operand1 op1 tmp``.
     A unary op0 (abs, square, ...) ignores operand0; op1 must be binary.
     Shapes: data, operand1, dst (P, F...), P <= pmax, same elements per partition; operand0 a
-    scalar or a (P, 1) tensor. Dtypes: any; arithmetic operators only, math in fp32, rounded once
-    into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both in PSUM. Engine: Vector.
+    scalar or a (P, 1) tensor. Dtypes: any, operand0 included ("All input tiles can be any
+    supported NKI data type"; unlike tensor_scalar, no float32 rule); arithmetic operators only,
+    math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both
+    in PSUM. Engine: Vector.
     Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unknown or unary op1).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (scalar_tensor_tensor).
     """
     opn = "nisa.scalar_tensor_tensor"
     t = target(opn)
-    row0 = alu.lookup_alu(op0, opn)
-    row1 = alu.lookup_alu(op1, opn)
+    row0 = alu.lookup_alu(op0, opn, "op0")
+    row1 = alu.lookup_alu(op1, opn, "op1")
     _arith(opn, "op0", row0)
     _arith(opn, "op1", row1, binary=True)
     _tiles(opn, t, dst=dst, data=data, operand1=operand1)
@@ -249,7 +296,8 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, 
     also with ``idle``, when the docs call its state undefined).
     Shapes: src, dst up to 4-D, same P (<= pmax) and elements per partition; ``max_value`` and
     ``reduce_init`` a scalar or a (P, 1) tensor. Dtypes: dst fp8/fp16/bf16/fp32/tf32/int8/16/32/
-    uint8/16; src the same without tf32, plus uint32; reduce_res fp8/fp16/bf16/fp32/tf32.
+    uint8/16; src the same without tf32, plus uint32; reduce_res fp8/fp16/bf16/fp32/tf32; a tensor
+    ``max_value`` or ``reduce_init`` float32 ("Supported dtypes: float32").
     Buffers: SBUF or PSUM. Engine: Vector, trn3 (NeuronCore-v4) and newer only.
     Raises: UnsupportedError (target, reduce_cmd.reset), ShapeError, DtypeError, MemorySpaceError,
     NkiError (reduce_init without load_reduce).
@@ -274,6 +322,8 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, 
     p = src.shape[0]
     rules.column(opn, "max_value", max_value, p, t)
     rules.column(opn, "reduce_init", reduce_init, p, t)
+    rules.float32_operand(opn, "max_value", max_value)
+    rules.float32_operand(opn, "reduce_init", reduce_init)
     if cmd is not _cmd.load_reduce and (isinstance(reduce_init, NkiTensor) or reduce_init not in (None, 0)):
         raise NkiError(opn, f"reduce_init {reduce_init!r} must be unset or 0.0 unless reduce_cmd is "
                             f"load_reduce, got reduce_cmd {cmd.name}")

@@ -87,7 +87,7 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     """
     opn = "nisa.tensor_reduce"
     t = target(opn)
-    row = alu.lookup_alu(op, opn)
+    row = alu.lookup_alu(op, opn, "op")
     if row.name not in _REDUCE_OPS:
         raise NkiError(opn, f"op {row.name} is not a reduction operator; expected one of "
                             f"{', '.join(sorted(_REDUCE_OPS))}")
@@ -134,7 +134,7 @@ def tensor_partition_reduce(dst, op, data, name=None):
     """
     opn = "nisa.tensor_partition_reduce"
     t = target(opn)
-    name_ = alu.op_name(op)
+    name_ = alu.op_name(op, opn, "op")
     name_ = "average" if name_ == "mean" else name_
     if name_ not in _PARTITION_OPS:
         raise NkiError(opn, f"op {name_} is not supported; expected one of {', '.join(_PARTITION_OPS)}")
@@ -178,6 +178,9 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     supported yet", so ``reverse0=True`` raises UnsupportedError. Decision: ``reduce_res`` defaults
     to None and ``reduce_res_negate`` is accepted (NKI 0.6 digest); the stored docstring has
     ``reduce_res`` positional and no ``reduce_res_negate``.
+    Dtypes: a tensor ``reduce_init`` must be float32 ("Supported dtypes: float32"); so must a tensor
+    ``operand0`` (Decision: the docs say "Refer to nisa.tensor_scalar for semantics of
+    data/op0/operand0", and tensor_scalar's operands "must be float32").
     ``op0``: one arithmetic operator (a unary op ignores operand0); ``reduce_op``: add, multiply,
     maximum (``nl.max``), minimum (``nl.min``). Shapes: data, dst (P, F...), P <= pmax, same
     elements per partition; operand0 and reduce_init a scalar or (P, 1) tensor.
@@ -189,10 +192,10 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     opn = "nisa.tensor_scalar_reduce"
     core = state.core(opn)
     t = core.target
-    row0 = alu.lookup_alu(op0, opn)
+    row0 = alu.lookup_alu(op0, opn, "op0")
     if row0.kind == "bitvec":
         raise DtypeError(opn, f"op0 {row0.name} is a bitvec operator; only arithmetic operators are supported")
-    rrow = alu.lookup_alu(reduce_op, opn)
+    rrow = alu.lookup_alu(reduce_op, opn, "reduce_op")
     if rrow.name not in _SCALAR_REDUCE_OPS:
         raise NkiError(opn, f"reduce_op {rrow.name} is not supported; expected one of "
                             f"{', '.join(_SCALAR_REDUCE_OPS)}")
@@ -211,7 +214,9 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
     rules.column(opn, "operand0", operand0, p, t)
+    rules.float32_operand(opn, "operand0", operand0, f"for arithmetic op0 {row0.name}")
     rules.column(opn, "reduce_init", reduce_init, p, t)
+    rules.float32_operand(opn, "reduce_init", reduce_init)
     if reduce_res is not None:
         _tiles(opn, t, reduce_res=reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)

@@ -28,7 +28,10 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     Ops: binary arithmetic operators (comparisons included); Decision: ``nl.bypass`` is allowed and
     passes its lhs through (op0=bypass with reverse0 carries r[i-1]; without, it takes data0[i]).
     Shapes: data0, data1, dst (P, F...), P <= pmax, same elements per partition; ``initial`` a
-    scalar or (P, 1) tensor. Buffers: SBUF or PSUM; data0 and data1 not both in PSUM. Engine: Vector.
+    scalar or (P, 1) tensor. Dtypes: data0, data1, dst any; Decision: a tensor ``initial`` must be
+    float32 (the docs say "a float32 compile-time scalar constant ... or a tile with the same
+    partition axis size" and name no tile dtype; float32 like every other per-partition operand).
+    Buffers: SBUF or PSUM; data0 and data1 not both in PSUM. Engine: Vector.
     Speed: (add, add) and (bypass, add) run as one NumPy ``add.accumulate`` over the interleaved
     operands (initial, d0[0], d1[0], d0[1], ...): the same fp32 additions in the same sequence, and
     IEEE addition is commutative, so results equal the step-by-step loop bit for bit (only the
@@ -39,8 +42,8 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     """
     opn = "nisa.tensor_tensor_scan"
     t = target(opn)
-    row0 = alu.lookup_alu(op0, opn)
-    row1 = alu.lookup_alu(op1, opn)
+    row0 = alu.lookup_alu(op0, opn, "op0")
+    row1 = alu.lookup_alu(op1, opn, "op1")
     for what, row in (("op0", row0), ("op1", row1)):
         if row.kind == "bitvec":
             raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "
@@ -56,6 +59,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     rules.not_both_psum(opn, "data0", data0, "data1", data1)
     p = data0.shape[0]
     rules.column(opn, "initial", initial, p, t)
+    rules.float32_operand(opn, "initial", initial)
     d0 = pf(read_f32(data0))
     d1 = pf(read_f32(data1))
     init = np.broadcast_to(column_f32(initial, 2), (p, 1)).astype(F32)

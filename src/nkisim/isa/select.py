@@ -46,7 +46,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     """
     op = "nisa.affine_select"
     t = target(op)
-    row = alu.lookup_alu(cmp_op, op)
+    row = alu.lookup_alu(cmp_op, op, "cmp_op")
     if row.kind != "compare":
         raise NkiError(op, f"cmp_op must be a comparison operator, got {row.name}")
     for nm, x in (("dst", dst), ("on_true_tile", on_true_tile)):
@@ -91,7 +91,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
         raise UnsupportedError(op, f"range_select needs trn2 or newer, not {t.name}")
     rows = []
     for nm, cmp in (("comp_op0", comp_op0), ("comp_op1", comp_op1)):
-        row = alu.lookup_alu(cmp, op)
+        row = alu.lookup_alu(cmp, op, nm)
         if row.name not in _RANGE_CMP:
             raise NkiError(op, f"{nm} must be one of {', '.join(_RANGE_CMP)}, got {row.name}")
         rows.append(row)
@@ -110,8 +110,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
     for nm, b in (("bound0", bound0), ("bound1", bound1)):
         rules.tensor(op, nm, b)
         rules.column(op, nm, b, p, t)
-        if b.dtype != _dt.float32:
-            raise DtypeError(op, f"{nm} dtype {_dt.name(b.dtype)} must be float32")
+        rules.float32_operand(op, nm, b)
     if float(_scalar(op, "on_false_value", on_false_value)) != FP32_MIN:
         raise UnsupportedError(op, f"on_false_value must be FP32_MIN ({FP32_MIN}), got {on_false_value}")
     if isinstance(range_start, bool) or not isinstance(range_start, (int, np.integer)):
@@ -187,7 +186,7 @@ def _scalar(op, name, v) -> F32:
 
 
 def _max_only(op, reduce_op):
-    if alu.op_name(reduce_op) != "maximum":
+    if alu.op_name(reduce_op, op, "reduce_op") != "maximum":
         raise NkiError(op, f"reduce_op must be nl.maximum, got {alu.op_name(reduce_op)}")
 
 

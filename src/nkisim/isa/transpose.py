@@ -10,13 +10,14 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import trace
 from ..checks import rules
-from ..errors import DtypeError, EngineError, ShapeError
+from ..errors import DtypeError, ShapeError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.buffers import psum, sbuf
 from .enums import NkiInstruction, as_enum, engine as _engine
 from .operands import target
 
 _TENSOR_BUFFERS = ((sbuf, "data"), (psum, "dst"))
+_ENGINES = (_engine.tensor, _engine.vector, _engine.unknown)
 
 
 def nc_transpose(dst, data, engine=_engine.unknown, name=None):
@@ -32,6 +33,8 @@ def nc_transpose(dst, data, engine=_engine.unknown, name=None):
     which is not bit-accurate for NaN/Inf (docs). Decision: trn1 TensorE computes the fp32 matmul
     with an identity, each sum starting from +0: -0.0 becomes +0.0; a NaN in data column f makes
     dst row f all NaN; an Inf at data[k, f] makes dst row f NaN except dst[f, k] (Inf * 0 = NaN).
+    Engine: tensor, vector or unknown ("nki.isa.engine.tensor or nki.isa.engine.vector"); others
+    raise EngineError. Size errors name ``data`` and the engine whose limit applies.
     Raises: ShapeError, DtypeError, MemorySpaceError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_transpose).
     """
@@ -40,8 +43,7 @@ def nc_transpose(dst, data, engine=_engine.unknown, name=None):
     rules.tensor(op, "dst", dst)
     rules.tensor(op, "data", data)
     eng = as_enum(_engine, engine, op)
-    if eng not in (_engine.unknown, _engine.tensor, _engine.vector):
-        raise EngineError(op, f"engine {eng.name} cannot transpose; use engine.tensor or engine.vector")
+    rules.engine_in(op, eng, _ENGINES, t)
     rules.on_chip(op, "data", data)
     rules.on_chip(op, "dst", dst)
     if eng is _engine.unknown:
@@ -52,11 +54,11 @@ def nc_transpose(dst, data, engine=_engine.unknown, name=None):
     if eng is _engine.tensor:
         rules.sbuf_only(op, "data", data)
         rules.psum_only(op, "dst", dst)
-        rules.at_most(op, "tensor engine transpose free size", f, t.gemm_stationary_fmax, t)
+        rules.at_most(op, "data free size", f, t.gemm_stationary_fmax, t, note="(tensor engine transpose)")
     else:
         lim = t.vector_transpose_max
-        rules.at_most(op, "vector engine transpose partition dim", p, lim, t)
-        rules.at_most(op, "vector engine transpose free size", f, lim, t)
+        rules.at_most(op, "data partition dim", p, lim, t, note="(vector engine transpose)")
+        rules.at_most(op, "data free size", f, lim, t, note="(vector engine transpose)")
     if dst.shape[0] != f or dst.free_size != p:
         raise ShapeError(op, f"dst shape {dst.shape} must have {f} partitions (data elements per "
                              f"partition) and {p} elements per partition (data partitions)")

@@ -121,8 +121,9 @@ def _expand(t, shape):
 # ---- element-wise ------------------------------------------------------------------------------
 
 def _binary(name, x, y, dtype=None):
-    """``op(x, y)``: tile-tile -> nisa.tensor_tensor (a (P, 1) operand -> tensor_scalar; other free-dim
-    broadcasts use stride-0 views); tile-scalar -> nisa.tensor_scalar (``reverse0`` when x is the scalar).
+    """``op(x, y)``: tile-tile -> nisa.tensor_tensor (a float32 (P, 1) operand -> tensor_scalar, whose
+    tensor operands must be float32; other free-dim broadcasts, a non-fp32 (P, 1) operand included,
+    use stride-0 views); tile-scalar -> nisa.tensor_scalar (``reverse0`` when x is the scalar).
     Decision: a scalar never promotes the result dtype (default: the tile's dtype).
     ``abs_max``/``abs_min`` need NeuronCore-v4 (trn3) or newer (as documented)."""
     op = f"nl.{name}"
@@ -136,9 +137,9 @@ def _binary(name, x, y, dtype=None):
         dst = _new(shape, _out_dtype(dtype, promote(x.dtype, y.dtype)), op)
         if x.shape == y.shape:
             _tensor_tensor(dst=dst, data1=x, data2=y, op=name)
-        elif y.free_size == 1 and x.shape == shape:
+        elif y.free_size == 1 and x.shape == shape and y.dtype == _f32:
             _tensor_scalar(dst=dst, data=x, op0=name, operand0=y)
-        elif x.free_size == 1 and y.shape == shape:
+        elif x.free_size == 1 and y.shape == shape and x.dtype == _f32:
             _tensor_scalar(dst=dst, data=y, op0=name, operand0=x, reverse0=True)
         else:
             _tensor_tensor(dst=dst, data1=_expand(x, shape), data2=_expand(y, shape), op=name)
