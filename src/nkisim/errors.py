@@ -23,13 +23,21 @@ def _is_internal(filename: str) -> bool:
     return hit
 
 
+_BASENAME: dict = {}     # code object -> basename of a user file, or None for nkisim's own code
+
+
 def kernel_location(depth: int = 1) -> str:
     """``file:line`` of the innermost caller frame that is not nkisim code ("?" if none)."""
     frame = sys._getframe(depth)
     while frame is not None:
         code = frame.f_code
-        if not _is_internal(code.co_filename):
-            return f"{os.path.basename(code.co_filename)}:{frame.f_lineno}"
+        try:
+            base = _BASENAME[code]
+        except KeyError:
+            base = _BASENAME[code] = (None if _is_internal(code.co_filename)
+                                      else os.path.basename(code.co_filename))
+        if base is not None:
+            return f"{base}:{frame.f_lineno}"
         frame = frame.f_back
     return "?"
 

@@ -43,7 +43,7 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     op = "nisa.dma_copy"
     t = target(op)
     _dma_engine(op, t, as_enum(_dge_mode, dge_mode, op), as_enum(_engine, engine, op))
-    if isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor):
+    if type(dst) is IndirectTensor or type(src) is IndirectTensor:
         return _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name)
     rules.tensor(op, "dst", dst)
     rules.tensor(op, "src", src)
@@ -66,6 +66,8 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
 
 def _dma_engine(op, t, mode, eng):
     """dma_copy's engine and dge_mode rules (see its docstring)."""
+    if eng is _engine.unknown and mode is not _dge_mode.hwdge:      # the common case
+        return
     if mode is _dge_mode.hwdge:
         if t.nc_version < 3:
             raise UnsupportedError(op, f"dge_mode=hwdge needs trn2 or newer, not {t.name}")

@@ -21,8 +21,24 @@ from .tensor import Allocation, NkiTensor, contiguous_view
 F32 = np.dtype(np.float32)
 
 
+_DTYPE_OK: dict = {}     # (dtype as given, target name) -> canonical dtype, for dtypes that passed
+
+
 def check_dtype(op: str, what: str, dtype, target) -> np.dtype:
     """The canonical NKI dtype, or DtypeError naming ``what`` and the target."""
+    try:
+        return _DTYPE_OK[(dtype, target.name)]
+    except (KeyError, TypeError):
+        pass
+    d = _check_dtype(op, what, dtype, target)
+    try:
+        _DTYPE_OK[(dtype, target.name)] = d
+    except TypeError:
+        pass
+    return d
+
+
+def _check_dtype(op: str, what: str, dtype, target) -> np.dtype:
     d = _dt.as_dtype(dtype)
     if d is None:
         raise DtypeError(op, f"{what} dtype {getattr(dtype, 'name', dtype)!r} is not an NKI dtype "
@@ -76,22 +92,28 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
             launch.shared_allocs.append(alloc)
             return contiguous_view(alloc)
     core_id = None if buf is shared_hbm else core.core_id
-    alloc = _new_alloc(shape, dt, buf, name, core_id, launch.settings, fill, core)
+    mem = None
     if buf in ON_CHIP:
         mem = core.memory
         if mem is None:
             mem = core.memory = CoreMemory(target)
+    alloc = _new_alloc(shape, dt, buf, name, core_id, launch.settings, fill, core, mem)
+    if mem is not None:
         alloc.rec = mem.add(alloc, math.prod(shape[1:]) * dt.itemsize)   # checked at kernel end
     return contiguous_view(alloc)
 
 
-def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core):
+def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core, mem=None):
     sdt = _dt.storage_dtype(dt, settings.precise_fp)
     n = math.prod(shape)
-    storage = np.empty(n, sdt)
+    storage = mem.pool.take(n, sdt) if mem is not None else None
+    if storage is None:
+        storage = np.empty(n, sdt)
     alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location(), settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
     #                             write covers the whole allocation (see write / NkiTensor.np)
+    if mem is not None:
+        alloc.pool = mem.pool   # on-chip storage is recycled when the allocation dies
     core.serial += 1
     alloc.serial = core.serial
     if settings.uninitialized_reads == "raise":
@@ -114,7 +136,7 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
                                             f"{target.name}{hint}")
     sdt = _dt.storage_dtype(dt, precise)
     in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
-    storage = array.reshape(-1) if in_place else np.array(array, dtype=sdt, copy=True, order="C").reshape(-1)
+    storage = array.reshape(-1) if in_place else _dt.to_storage(array, sdt).reshape(-1)
     alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument", precise)
     if in_place:
         alloc.snapshot = _NOT_TAKEN
@@ -166,7 +188,7 @@ def to_numpy(t: NkiTensor, own: bool = False) -> np.ndarray:
     a = t.np()
     if own and a.dtype == out_dt and t.offset == 0 and t.size == t.storage.size and a.flags.c_contiguous:
         return a
-    return np.array(a, dtype=out_dt, copy=True)
+    return _dt.from_storage(a, out_dt)
 
 
 def _on_read(t: NkiTensor) -> None:

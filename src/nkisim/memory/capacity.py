@@ -23,6 +23,7 @@ Imports errors and dtypes only.
 from __future__ import annotations
 
 import heapq
+import sys
 
 from .. import dtypes as _dt
 from ..errors import CapacityError
@@ -30,12 +31,45 @@ from ..errors import CapacityError
 
 class Rec:
     """One on-chip allocation's lifetime: born and last-used clock values, bytes per partition."""
-    __slots__ = ("mem", "born", "last", "nbytes", "buffer", "label", "where", "offset")
+    __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset")
 
-    def __init__(self, mem, nbytes, buffer, label, where):
-        self.mem, self.nbytes, self.buffer, self.label, self.where = mem, nbytes, buffer, label, where
+    def __init__(self, mem, nbytes, buffer, name, shape, dtype, where):
+        self.mem, self.nbytes, self.buffer, self.where = mem, nbytes, buffer, where
+        self.name, self.shape, self.dtype = name, shape, dtype
         self.born = self.last = mem.clock
         self.offset = None
+
+    @property
+    def label(self) -> str:
+        name = f"'{self.name}' " if self.name else ""
+        return f"{name}{self.shape} {_dt.name(self.dtype)}"
+
+
+class StoragePool:
+    """Storage arrays of dead on-chip allocations, reused by later allocations of the same size
+    and dtype (fresh memory costs page faults on every tile). An array is reused only when nothing
+    else refers to it; at most ``per_key`` are kept per (size, dtype)."""
+    __slots__ = ("free", "per_key")
+
+    def __init__(self, per_key: int = 8):
+        self.free: dict = {}
+        self.per_key = per_key
+
+    def give(self, storage) -> None:
+        key = (storage.size, storage.dtype)
+        lst = self.free.get(key)
+        if lst is None:
+            lst = self.free[key] = []
+        if len(lst) < self.per_key:
+            lst.append(storage)
+
+    def take(self, size, dtype):
+        lst = self.free.get((size, dtype))
+        while lst:
+            arr = lst.pop()
+            if sys.getrefcount(arr) <= 2:      # this local and the call's argument only
+                return arr
+        return None
 
 
 class CoreMemory:
@@ -45,13 +79,12 @@ class CoreMemory:
         self.target = target
         self.clock = 0
         self.recs: list[Rec] = []
+        self.pool = StoragePool()
 
     def add(self, alloc, nbytes: int) -> Rec:
         """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""
         self.clock += 1
-        name = f"'{alloc.name}' " if alloc.name else ""
-        rec = Rec(self, nbytes, str(alloc.buffer), f"{name}{alloc.shape} {_dt.name(alloc.dtype)}",
-                  alloc.where)
+        rec = Rec(self, nbytes, alloc.buffer.value, alloc.name, alloc.shape, alloc.dtype, alloc.where)
         self.recs.append(rec)
         return rec
 
@@ -124,4 +157,4 @@ def _largest(recs, n=3) -> str:
     return ", ".join(f"{r.label} ({r.where}) {r.nbytes} B" for r in items) or "none"
 
 
-__all__ = ["CoreMemory", "Rec"]
+__all__ = ["CoreMemory", "Rec", "StoragePool"]

@@ -29,7 +29,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "__weakref__")
+                 "pending", "pool", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -48,6 +48,12 @@ class Allocation:
         self.serial = 0        # the core's allocation count when this was made (0: an argument)
         self.precise = precise  # NKI_PRECISE_FP of the launch: round low-precision writes
         self.pending = False    # storage not yet filled with the NaN / 4 sentinel (filled lazily)
+        self.pool = None        # a per-core free list the storage returns to when this dies
+
+    def __del__(self):
+        pool = self.pool
+        if pool is not None:
+            pool.give(self.storage)
 
     def fill(self) -> None:
         """Fill with the sentinel now (on the first read, or a first write that covers only part).
@@ -72,6 +78,9 @@ def _contiguous_strides(shape):
         strides.append(acc)
         acc *= n
     return tuple(reversed(strides))
+
+
+_ALL = slice(None)
 
 
 def _index(value, op="index"):
@@ -202,13 +211,11 @@ class NkiTensor:
         if a is None:
             st = self.storage
             isz = st.itemsize
-            if any(s < 0 for s in self.strides):
-                base = st[self.offset:]
-                a = np.lib.stride_tricks.as_strided(
-                    base, self.shape, [s * isz for s in self.strides])
+            strides = tuple([s * isz for s in self.strides])
+            if strides and min(strides) < 0:
+                a = np.lib.stride_tricks.as_strided(st[self.offset:], self.shape, strides)
             else:
-                a = np.ndarray(self.shape, st.dtype, buffer=st, offset=self.offset * isz,
-                               strides=[s * isz for s in self.strides])
+                a = np.ndarray(self.shape, st.dtype, st, self.offset * isz, strides)
             self._np = a
         return a
 
@@ -252,49 +259,53 @@ class NkiTensor:
         show only non-negative indices); ``None``, floats and bools raise BoundsError too.
         """
         op = "tensor indexing"
-        if not isinstance(key, tuple):
+        if type(key) is not tuple:
             key = (key,)
-        if any(k is Ellipsis for k in key):
-            i = next(j for j, k in enumerate(key) if k is Ellipsis)
-            fill = self.ndim - (len(key) - 1)
-            key = key[:i] + (slice(None),) * fill + key[i + 1:]
-        if len(key) > self.ndim:
-            raise BoundsError(op, f"{len(key)} indices for {self._label()} with {self.ndim} dims")
-        key = key + (slice(None),) * (self.ndim - len(key))
+        ndim = len(self.shape)
+        for j, k in enumerate(key):
+            if k is Ellipsis:
+                key = key[:j] + (slice(None),) * (ndim - (len(key) - 1)) + key[j + 1:]
+                break
+        if len(key) > ndim:
+            raise BoundsError(op, f"{len(key)} indices for {self._label()} with {ndim} dims")
         offset = self.offset
         shape, strides, last_dropped = [], [], None
-        for d, (k, n, s) in enumerate(zip(key, self.shape, self.strides)):
-            if isinstance(k, slice):
-                step = 1 if k.step is None else _index(k.step, op)
-                start = 0 if k.start is None else _index(k.start, op)
-                stop = n if k.stop is None else _index(k.stop, op)
+        on_chip = self.alloc.buffer in ON_CHIP
+        for d, (n, s) in enumerate(zip(self.shape, self.strides)):
+            k = key[d] if d < len(key) else _ALL
+            if type(k) is slice:
+                start, stop, step = k.start, k.stop, k.step
+                start = 0 if start is None else (start if type(start) is int else _index(start, op))
+                stop = n if stop is None else (stop if type(stop) is int else _index(stop, op))
+                step = 1 if step is None else (step if type(step) is int else _index(step, op))
                 if step < 1:
                     raise BoundsError(op, f"slice step {step} on dim {d} of {self._label()} must be >= 1")
                 if start < 0 or stop > n or start > stop:
                     raise BoundsError(op, f"slice {start}:{stop} on dim {d} of {self._label()} is outside 0:{n}")
-                count = max(0, -(-(stop - start) // step))
                 offset += start * s
-                shape.append(count)
+                shape.append((stop - start + step - 1) // step)
                 strides.append(s * step)
             else:
-                if hasattr(k, "shape") and not isinstance(k, (int, np.integer)):
-                    raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
-                                               ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
-                i = _index(k, op)
-                if i < 0 or i >= n:
-                    raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{n}")
-                offset += i * s
-                if self.on_chip and d == 0:
+                if type(k) is not int:
+                    if hasattr(k, "shape") and not isinstance(k, np.integer):
+                        raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
+                                                   ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
+                    k = _index(k, op)
+                if k < 0 or k >= n:
+                    raise BoundsError(op, f"index {k} on dim {d} of {self._label()} is outside 0:{n}")
+                offset += k * s
+                if on_chip and d == 0:
                     shape.append(1)
                     strides.append(s)
                 else:
-                    last_dropped = (s,)
-        if self.on_chip and len(shape) < 2 and last_dropped is not None:
+                    last_dropped = s
+        if on_chip and len(shape) < 2 and last_dropped is not None:
             shape.append(1)
-            strides.append(last_dropped[0])
+            strides.append(last_dropped)
         elif not shape:
-            shape, strides = [1], [last_dropped[0] if last_dropped else 1]
-        return self._view(shape, strides, offset, op)
+            shape, strides = [1], [1 if last_dropped is None else last_dropped]
+        # Every start/stop/index was checked against its dim, so the view stays inside the parent.
+        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
 
     def __setitem__(self, key, value):
         """``t[key] = value``: write a tensor, array or scalar through the view (rounded once)."""
