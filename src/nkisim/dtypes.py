@@ -131,5 +131,50 @@ def round_into(values, dt: np.dtype, precise: bool = True) -> np.ndarray:
     return np.clip(v, info.min, info.max).astype(dt)
 
 
+_FP8 = (float8_e4m3, float8_e4m3fn, float8_e5m2)
+_NAN_TAG = np.uint32(0x7FC0_0100)     # a float32 quiet NaN whose low 7 bits hold an fp8 NaN's bits
+
+
+def to_storage(array: np.ndarray, sdt: np.dtype) -> np.ndarray:
+    """A C-contiguous copy of a caller's ``array`` in storage dtype ``sdt``.
+
+    Decision: an fp8 NaN stored as float32 (NKI_PRECISE_FP=0) keeps its bit pattern in the NaN
+    payload, and ``from_storage`` restores it, so copying an fp8 or bf16 tensor is bit-exact in
+    both precision modes (on trn2, torch float8_e4m3fn values 288..448 are e4m3 NaN patterns).
+    """
+    out = np.array(array, dtype=sdt, copy=True, order="C")
+    if sdt == float32 and array.dtype in _FP8:
+        nan = np.isnan(out)
+        if nan.any():
+            bits = np.ascontiguousarray(array).view(np.uint8)[nan].astype(np.uint32)
+            out.view(np.uint32)[nan] = _NAN_TAG | ((bits & 0x80) << 24) | (bits & 0x7F)
+    return out
+
+
+def from_storage(a: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """A fresh copy of stored values ``a`` in dtype ``dt``; a float32 NaN tagged by ``to_storage``
+    becomes its fp8 bit pattern again when that pattern is a NaN of ``dt``; a bfloat16 NaN (its
+    float32 value has the bf16 bits on top, zeros below) gets its bits back, not the canonical NaN."""
+    with np.errstate(invalid="ignore"):
+        out = np.array(a, dtype=dt, copy=True)
+    if a.dtype == float32 and dt == bfloat16:          # bf16 -> f32 kept the bits; undo exactly
+        af = np.ascontiguousarray(a).reshape(-1)
+        k = np.flatnonzero(np.isnan(af))
+        if k.size:
+            u = af.view(np.uint32)[k]
+            exact = (u & np.uint32(0xFFFF)) == 0
+            out.reshape(-1).view(np.uint16)[k[exact]] = (u[exact] >> 16).astype(np.uint16)
+    elif a.dtype == float32 and dt in _FP8:
+        af = np.ascontiguousarray(a).reshape(-1)
+        k = np.flatnonzero(np.isnan(af))
+        if k.size:
+            u = af.view(np.uint32)[k]
+            tagged = (u & np.uint32(0x7FFF_FF80)) == _NAN_TAG
+            byte = (((u >> 24) & 0x80) | (u & 0x7F)).astype(np.uint8)
+            keep = tagged & np.isnan(byte.view(dt).astype(np.float32))
+            out.reshape(-1).view(np.uint8)[k[keep]] = byte[keep]
+    return out
+
+
 __all__ = ["as_dtype", "name", "is_float", "is_int", "itemsize", "storage_dtype", "sentinel",
-           "round_into", "NKI_DTYPES"] + [n for n in _NAME.values() if n != "bool"] + ["bool_"]
+           "round_into", "to_storage", "from_storage", "NKI_DTYPES"] + [n for n in _NAME.values() if n != "bool"] + ["bool_"]

@@ -80,6 +80,51 @@ def core_ids(x):
     return out
 
 
+@nki.jit
+def write_y_read_x(x, y):
+    """y += 1 in place, then a new tensor with x's values (read after the write; x may alias y)."""
+    t = nl.ndarray(y.shape, dtype=y.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=y)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    nisa.dma_copy(dst=y, src=t)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@nki.jit
+def add_const_inplace(x, c):
+    """x += c (c a constant array of x's shape); returns x."""
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    tc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=tc, src=c)
+    nisa.tensor_tensor(dst=t, data1=t, data2=tc, op=nl.add)
+    nisa.dma_copy(dst=x, src=t)
+    return x
+
+
+@nki.jit
+def too_many_partitions(x):
+    """x *= 2, then an SBUF tile of 129 partitions: always a ShapeError."""
+    scale_inplace.func(x)
+    return nl.ndarray((129, 1), dtype=nl.float32, buffer=nl.sbuf)
+
+
+@nki.jit
+def copy_as_list(x):
+    """[copy of x, x]: a list result."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return [out, x]
+
+
+@nki.jit
+def returns_int(x):
+    """Not a tensor result."""
+    return 3
+
+
 _ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
         "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 

@@ -150,3 +150,74 @@ def test_failed_kernel_leaves_tensor_untouched():
     with pytest.raises(ShapeError, match="partition dim 129"):
         nki.simulate(write_then_fail)(x)
     assert torch.equal(x, torch.ones(2, 2))
+
+
+# --- every entry point agrees on dtypes; bit-exact copies in both precision modes ---------------
+
+def _entry_points():
+    from nkisim.torch import simulate_nki_kernel, wrap_nki
+    return {
+        "simulate": lambda k, x: nki.simulate(k)(x),
+        "jit call": lambda k, x: k(x),
+        "simulate_kernel": lambda k, x: nki.simulator.simulate_kernel(k, (), {"x": x}),
+        "simulate_nki_kernel": lambda k, x: simulate_nki_kernel(k, 1, {"x": x}),
+        "wrap_nki": lambda k, x: wrap_nki(k)(x),
+    }
+
+
+@pytest.mark.parametrize("entry", list(_entry_points()))
+def test_trn2_reads_float8_e4m3fn_tensors_as_e4m3_bits_at_every_entry_point(monkeypatch, entry):
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
+    vals = np.array([[0.5, -1.0, 200.0, 240.0]], np.float32)
+    x = torch.from_numpy(vals.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)).view(torch.float8_e4m3fn)
+    e4m3 = x.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3)      # the same bits, as trn2 reads them
+    want = (e4m3.astype(np.float32) * 2).astype(ml_dtypes.float8_e4m3).view(np.uint8)   # 400 -> inf
+    out = _entry_points()[entry](scale_inplace, x)
+    assert out is x and x.dtype == torch.float8_e4m3fn
+    assert x.view(torch.uint8).numpy().tolist() == want.tolist()
+
+
+def test_trn2_still_refuses_a_numpy_float8_e4m3fn_array():
+    from nkisim.errors import DtypeError
+    x = np.zeros((1, 2), ml_dtypes.float8_e4m3fn)
+    with pytest.raises(DtypeError, match=r"^kernel argument: argument 0: dtype float8_e4m3fn is not an NKI "
+                                         r"dtype on trn2 \(test_convert\.py:\d+\)$"):
+        nki.simulate(copy, target="trn2")(x)
+
+
+_ALL_BITS = {torch.float8_e4m3fn: torch.arange(256, dtype=torch.int32).to(torch.uint8),
+             torch.float8_e5m2: torch.arange(256, dtype=torch.int32).to(torch.uint8),
+             torch.bfloat16: torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)}
+
+
+@pytest.mark.parametrize("target", ["trn2", "trn3"])
+@pytest.mark.parametrize("precise", ["1", "0"])
+@pytest.mark.parametrize("dtype", list(_ALL_BITS))
+def test_copy_kernel_is_bit_exact_for_every_pattern_in_both_precision_modes(monkeypatch, target, precise,
+                                                                            dtype):
+    from nkisim.torch import wrap_nki
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
+    monkeypatch.setenv("NKI_PRECISE_FP", precise)
+    bits = _ALL_BITS[dtype].reshape(128, -1)
+    out = wrap_nki(copy)(bits.view(dtype))
+    assert out.dtype == dtype and torch.equal(out.view(bits.dtype), bits)
+
+
+def test_numpy_fp8_nan_patterns_survive_fp32_storage(monkeypatch):
+    monkeypatch.setenv("NKI_PRECISE_FP", "0")
+    x = np.arange(256, dtype=np.uint8).reshape(16, 16).view(ml_dtypes.float8_e4m3)
+    out = nki.simulate(copy, target="trn2")(x)
+    assert out.dtype == x.dtype and out.view(np.uint8).tolist() == x.view(np.uint8).tolist()
+
+
+@pytest.mark.parametrize("dtype, hint", [(torch.float64, "float32"), (torch.int64, "int32")])
+def test_wide_dtype_through_wrap_nki_names_the_call_site_and_the_torch_conversion(monkeypatch, dtype, hint):
+    from nkisim.errors import DtypeError
+    from nkisim.torch import wrap_nki
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    with pytest.raises(DtypeError, match=rf"^kernel argument: argument 'x': dtype torch\.{dtype.__repr__()[6:]} "
+                                         rf"is not an NKI dtype on trn3 \(convert with \.to\(torch\.{hint}\)\) "
+                                         rf"\(test_convert\.py:\d+\)$"):
+        wrap_nki(copy)(torch.zeros(2, 2, dtype=dtype))

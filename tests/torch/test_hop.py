@@ -138,3 +138,115 @@ def test_cpu_impl_needs_the_simulator(monkeypatch):
     monkeypatch.setenv("NKI_SIMULATOR", "0")
     with pytest.raises(RuntimeError, match="set NKI_SIMULATOR=1"):
         wrap_nki(copy)(torch.ones(1, 1))
+
+
+# --- constants, devices, errors while tracing, autograd, result kinds ---------------------------
+
+def test_constant_arrays_with_equal_shortened_repr_get_different_keys():
+    from nkisim.torch import kernel_side_table
+    import numpy as np
+    c1 = np.zeros((128, 64), np.float32)
+    c2 = c1.copy()
+    c2[60, 30] = 5.0
+    assert repr(c1) == repr(c2)                                       # NumPy shortens the repr
+    keys = {kernel_side_table.add_constant_args({"c": c}) for c in
+            (c1, c2, c1.astype(np.float16), c1.reshape(64, 128), c1.copy())}
+    assert len(keys) == 4                                             # the copy of c1 shares c1's key
+    t1 = torch.zeros(128, 64)
+    t2 = t1.clone()
+    t2[60, 30] = 5.0
+    assert kernel_side_table.add_constant_args({"c": t1}) != kernel_side_table.add_constant_args({"c": t2})
+
+
+def test_functionalized_graph_uses_its_own_constant_array():
+    import numpy as np
+    from nki_torch_kernels import add_const_inplace
+    c1 = np.zeros((128, 64), np.float32)
+    c2 = c1.copy()
+    c2[60, 30] = 5.0
+    W = wrap_nki(add_const_inplace)
+    make_fx(torch.func.functionalize(lambda x: W(x, c1) + 0))(torch.zeros(128, 64))
+    g2 = make_fx(torch.func.functionalize(lambda x: W(x, c2) + 0))(torch.zeros(128, 64))
+    assert torch.equal(g2(torch.zeros(128, 64)), torch.from_numpy(c2))
+
+
+@pytest.mark.parametrize("meta_first", [True, False])
+def test_meta_and_cpu_tensors_in_one_call_raise_like_torch(meta_first):
+    x = torch.ones(2, 4)
+    a, b = (x.to("meta"), x) if meta_first else (x, x.to("meta"))
+    meta, real = ("a", "b") if meta_first else ("b", "a")
+    with pytest.raises(RuntimeError, match=rf"^nki_kernel_wrapper: Tensor argument '{meta}' on device meta is "
+                                           rf"not on the expected device cpu \(argument '{real}'\); pass every "
+                                           rf"tensor argument on one device$"):
+        wrap_nki(add_mul)(a, b)
+
+
+def test_kernel_error_while_compiling_is_catchable_as_the_nki_error():
+    from nkisim.errors import NkiError, ShapeError
+    from nki_torch_kernels import too_many_partitions
+    W = wrap_nki(too_many_partitions)
+    msg = r"^nl\.ndarray: partition dim 129 of sbuf tensor \(129, 1\) exceeds 128 on trn3 \(nki_torch_kernels\.py:\d+\)"
+    torch._dynamo.reset()
+    with pytest.raises(ShapeError, match=msg) as info:                # fullgraph: the traced twin
+        torch.compile(lambda x: W(x) + 1, backend="aot_eager", fullgraph=True)(torch.ones(2, 2))
+    assert isinstance(info.value, NkiError) and type(info.value.__cause__) is ShapeError
+    torch._dynamo.reset()
+    x = torch.ones(2, 2)
+    with pytest.raises(ShapeError, match=msg + "$") as info:          # graph break: eager raises it
+        torch.compile(lambda x: W(x) + 1, backend="aot_eager")(x)
+    assert type(info.value) is ShapeError and torch.equal(x, torch.ones(2, 2))
+
+
+def test_traced_error_pickles_as_the_plain_error():
+    import pickle
+    from torch._guards import TracingContext, tracing
+    from nkisim.errors import ShapeError
+    from nkisim.torch.hop import _traceable
+    with tracing(TracingContext(None)):
+        e = _traceable(ShapeError("nl.ndarray", "bad", where="k.py:1"))
+    assert type(e) is not ShapeError and isinstance(e, (ShapeError, torch._dynamo.exc.Unsupported))
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is ShapeError and str(back) == "nl.ndarray: bad (k.py:1)"
+    plain = ValueError("v")
+    assert _traceable(plain) is plain                                 # not tracing: unchanged
+
+
+GRAD_MSG = (r"^nkisim\.torch: kernel argument requires grad \('a'\); NKI kernels run outside autograd — "
+            r"pass tensor\.detach\(\)")
+
+
+@pytest.mark.parametrize("backend", [None, "eager", "aot_eager", "inductor"])
+def test_requires_grad_argument_is_refused_in_every_mode(backend):
+    a = torch.ones(2, 2, requires_grad=True)
+    f = lambda a, b: wrap_nki(add_mul)(a, b)[0] * 2               # noqa: E731
+    if backend:
+        torch._dynamo.reset()
+        f = torch.compile(f, backend=backend, fullgraph=True)
+    with pytest.raises(ValueError, match=GRAD_MSG):
+        f(a, torch.ones(2, 2))
+    with torch.no_grad():
+        assert torch.equal(f(a, torch.ones(2, 2)), torch.full((2, 2), 4.0))
+
+
+def test_a_list_result_is_a_tuple_in_every_mode():
+    from nki_torch_kernels import copy_as_list
+    W = wrap_nki(copy_as_list)
+    x = torch.ones(2, 2)
+    eager = W(x)
+    assert type(eager) is tuple and eager[1] is x and torch.equal(eager[0], x)
+    with FakeTensorMode():
+        assert type(W(torch.empty(2, 2))) is tuple
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a: W(a), backend="aot_eager", fullgraph=True)(x)
+    assert type(compiled) is tuple and compiled[1] is x
+
+
+def test_a_non_tensor_result_is_a_type_error_in_every_mode():
+    from nki_torch_kernels import returns_int
+    W = wrap_nki(returns_int)
+    msg = (r"^nki_torch_kernels\.returns_int: a wrapped kernel must return None, a tensor or a tuple/list of "
+           r"tensors, got int$")
+    with pytest.raises(TypeError, match=msg):
+        W(torch.ones(2, 2))
+    with FakeTensorMode(), pytest.raises(TypeError, match=msg):
+        W(torch.empty(2, 2))

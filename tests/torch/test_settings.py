@@ -103,3 +103,34 @@ def test_route_counters_follow_the_simulator_switch(monkeypatch):
     assert torch.equal(x, torch.full((2, 2), 27.0))
     reset_route_stats()
     assert route_stats() == {}
+
+
+def test_route_counters_count_every_simulator_entry_point_on_torch_tensors(monkeypatch):
+    import numpy as np
+    import nkisim.nki as nki
+    from nkisim.errors import ShapeError
+    from nkisim.torch import simulate_nki_kernel
+    from nki_torch_kernels import too_many_partitions
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    x = torch.ones(2, 2)
+    nki.simulate(scale_inplace)(x)
+    scale_inplace(x)                                            # jitted call, NKI_SIMULATOR=1
+    nki.simulator.simulate_kernel(scale_inplace, (), {"x": x})
+    simulate_nki_kernel(scale_inplace, 1, {"x": x})
+    wrap_nki(scale_inplace)(x)
+    assert route_stats() == {KEY: {"kernel": 5, "fallback": 0}}
+    nki.simulate(scale_inplace)(np.ones((2, 2), np.float32))    # NumPy only: not counted
+    with pytest.raises(ShapeError):
+        nki.simulate(too_many_partitions)(x)                    # a failed run: not counted
+    assert route_stats() == {KEY: {"kernel": 5, "fallback": 0}}
+
+
+def test_route_counters_skip_shape_only_runs_under_compile(monkeypatch):
+    from nki_torch_kernels import copy
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    W = wrap_nki(copy)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: W(a) + 1, backend="aot_eager", fullgraph=True)
+    f(torch.ones(2, 2))
+    f(torch.ones(2, 2))
+    assert route_stats() == {"nki_torch_kernels.copy": {"kernel": 2, "fallback": 0}}

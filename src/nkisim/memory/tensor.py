@@ -51,7 +51,7 @@ class Allocation:
         self.pool = None        # a per-core free list the storage returns to when this dies
 
     def __del__(self):
-        pool = self.pool
+        pool = getattr(self, "pool", None)
         if pool is not None:
             pool.give(self.storage)
 

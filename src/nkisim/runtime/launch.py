@@ -29,7 +29,10 @@ from ..memory.tensor import NkiTensor
 
 # Converters for array types other than NumPy, keyed by the type's top-level module name. Each entry
 # is a module path whose ``to_numpy(x) -> np.ndarray`` shares memory and ``from_numpy(a, like)``
-# returns the caller's kind. The torch layer registers itself here; the core never imports torch.
+# returns the caller's kind. Optional hooks: ``to_kernel_array(x, target, name)`` (used instead of
+# ``to_numpy``: may check the dtype for ``target`` and reinterpret), ``after_write(array, x)`` (x was
+# written) and ``after_run(func)`` (a launch with such arguments succeeded). The torch layer
+# registers itself here; the core never imports torch.
 ADAPTERS = {"torch": "nkisim.torch.convert"}
 
 
@@ -77,46 +80,175 @@ def _describe(point):
     return point[0] if len(point) == 1 else f"{point[0]} (pipe_id={point[1]})"
 
 
-def _bind(value, launch, path, bound, buffer):
-    """Replace arrays in an argument (recursively through tuples/lists/dicts) with HBM tensors."""
+def _adapter(value):
+    """The adapter module for a non-NumPy array type (ADAPTERS), or None."""
+    mod = ADAPTERS.get(type(value).__module__.split(".")[0])
+    if mod is None:
+        return None
+    import importlib
+    return importlib.import_module(mod)
+
+
+def _collect(value, launch, path, found, converted):
+    """Pre-pass over an argument (recursively through tuples/lists/dicts): every caller array in
+    order, adapter values converted once (``converted[id(value)]``). An adapter may define
+    ``to_kernel_array(x, target, name)`` (checks and reinterprets for the target); else ``to_numpy``."""
+    if isinstance(value, NkiTensor):
+        return
+    if isinstance(value, np.ndarray):
+        found.append(value)
+        return
+    conv = _adapter(value)
+    if conv is not None:
+        arr = converted.get(id(value))
+        if arr is None:
+            to_arr = getattr(conv, "to_kernel_array", None)
+            arr = to_arr(value, launch.target, path) if to_arr else conv.to_numpy(value)
+            converted[id(value)] = arr
+        found.append(arr)
+    elif isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        for i, v in enumerate(value):
+            _collect(v, launch, f"{path}[{i}]", found, converted)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _collect(v, launch, f"{path}[{k!r}]", found, converted)
+
+
+def _extent(a: np.ndarray) -> tuple:
+    """The [lo, hi) byte addresses an array's elements span."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, s in zip(a.shape, a.strides):
+        if s < 0:
+            lo += s * (n - 1)
+        else:
+            hi += s * (n - 1)
+    return lo, hi + a.itemsize
+
+
+def _view_key(a: np.ndarray) -> tuple:
+    return a.__array_interface__["data"][0], a.shape, a.strides, a.dtype
+
+
+class _Span:
+    """One HBM allocation over the memory several overlapping caller arrays share."""
+    __slots__ = ("array", "tensor")
+
+    def __init__(self, array):
+        self.array, self.tensor = array, None
+
+
+def _alias_plan(arrays: list) -> dict:
+    """How caller arrays that share memory are bound (HBM aliasing, as on hardware), by ``id``:
+    ("same", first) for an array that is the same view of the same memory as an earlier one (one
+    HBM tensor); ("span", _Span, shape, strides, offset) for overlapping but different views of
+    one dtype: each is a view (element strides/offset) of ONE allocation over the union of their
+    bytes, so a write through one is seen by the others. Arrays whose bytes overlap in a way that
+    cannot be one allocation (different dtypes, strides not a multiple of the item size) keep one
+    allocation each (no plan entry)."""
+    items, seen = [], set()
+    for i, a in enumerate(arrays):
+        if a.size and id(a) not in seen:
+            seen.add(id(a))
+            items.append((i, a, *_extent(a)))
+    if len(items) < 2:
+        return {}
+    items.sort(key=lambda it: it[2])
+    groups, cur, cur_hi = [], [], 0
+    for it in items:
+        if cur and it[2] < cur_hi:
+            cur.append(it)
+            cur_hi = max(cur_hi, it[3])
+        else:
+            groups.append(cur)
+            cur, cur_hi = [it], it[3]
+    groups.append(cur)
+    plan: dict = {}
+    for g in groups:
+        if len(g) < 2:
+            continue
+        members = [it[1] for it in sorted(g, key=lambda it: it[0])]      # argument order
+        if len({_view_key(a) for a in members}) == 1:
+            plan.update({id(a): ("same", members[0]) for a in members[1:]})
+            continue
+        dt, isz = members[0].dtype, members[0].itemsize
+        lo, hi = g[0][2], max(it[3] for it in g)
+        if any(a.dtype != dt or any(s % isz for s in a.strides)
+               or (_view_key(a)[0] - lo) % isz for a in members) or (hi - lo) % isz:
+            continue
+        low = g[0][1]
+        if low.ndim:
+            low = low[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in low.strides)]
+        span = _Span(np.lib.stride_tricks.as_strided(
+            low, shape=((hi - lo) // isz,), strides=(isz,),
+            writeable=all(a.flags.writeable for a in members)))
+        for a in members:
+            plan[id(a)] = ("span", span, a.shape or (1,), tuple(s // isz for s in a.strides) or (1,),
+                           (_view_key(a)[0] - lo) // isz)
+    return plan
+
+
+def _wrap(arr, launch, path, buffer):
+    t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
+    if launch.settings.detect_races:
+        t.alloc.watch = races.watch_access
+    return t
+
+
+def _bind_array(arr, conv, launch, path, bound, buffer, plan):
+    for a, t, _ in bound:          # the same array passed twice is one HBM tensor
+        if a is arr:
+            return t
+    hit = plan.get(id(arr))
+    if hit is None:
+        t = _wrap(arr, launch, path, buffer)
+    elif hit[0] == "same":         # another object viewing the same memory the same way
+        return next(t for a, t, _ in bound if a is hit[1])
+    else:
+        span = hit[1]
+        if span.tensor is None:
+            span.tensor = _wrap(span.array, launch, path, buffer)
+        t = NkiTensor(span.tensor.alloc, hit[2], hit[3], hit[4])
+    bound.append((arr, t, conv))
+    return t
+
+
+def _bind(value, launch, path, bound, buffer, plan=None, converted=None):
+    """Replace arrays in an argument (recursively through tuples/lists/dicts) with HBM tensors;
+    ``plan`` (``_alias_plan``) makes arguments that share memory share HBM."""
+    plan = {} if plan is None else plan
     if isinstance(value, NkiTensor):
         return value
     if isinstance(value, np.ndarray):
-        for arr, t, _ in bound:          # the same array passed twice is one HBM tensor
-            if arr is value:
-                return t
-        t = access.wrap_array(value, buffer, path, launch.settings.precise_fp, launch.target)
-        if launch.settings.detect_races:
-            t.alloc.watch = races.watch_access
-        bound.append((value, t, None))
-        return t
-    mod = type(value).__module__.split(".")[0]
-    if mod in ADAPTERS:
-        import importlib
-        conv = importlib.import_module(ADAPTERS[mod])
-        arr = conv.to_numpy(value)
-        t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
-        if launch.settings.detect_races:
-            t.alloc.watch = races.watch_access
-        bound.append((arr, t, (conv, value)))
-        return t
+        return _bind_array(value, None, launch, path, bound, buffer, plan)
+    conv = _adapter(value)
+    if conv is not None:
+        arr = (converted or {}).get(id(value))
+        if arr is None:
+            arr = conv.to_numpy(value)
+        return _bind_array(arr, (conv, value), launch, path, bound, buffer, plan)
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(_bind(v, launch, f"{path}[{i}]", bound, buffer) for i, v in enumerate(value))
+        return tuple(_bind(v, launch, f"{path}[{i}]", bound, buffer, plan, converted)
+                     for i, v in enumerate(value))
     if isinstance(value, list):
-        return [_bind(v, launch, f"{path}[{i}]", bound, buffer) for i, v in enumerate(value)]
+        return [_bind(v, launch, f"{path}[{i}]", bound, buffer, plan, converted)
+                for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: _bind(v, launch, f"{path}[{k!r}]", bound, buffer) for k, v in value.items()}
+        return {k: _bind(v, launch, f"{path}[{k!r}]", bound, buffer, plan, converted)
+                for k, v in value.items()}
     return value
+
+
+def _same_view(value: NkiTensor, t: NkiTensor) -> bool:
+    return value is t or (value.storage is t.storage and value.offset == t.offset
+                          and value.shape == t.shape and value.strides == t.strides)
 
 
 def _unbind(value, by_alloc, kind):
     """Turn returned tensors into arrays of the caller's kind (a written input comes back as itself)."""
     if isinstance(value, NkiTensor):
-        hit = by_alloc.get(id(value.alloc))
-        if hit is not None and value.np().shape == hit[0].shape and value.offset == 0 \
-                and value.shape == tuple(hit[0].shape):
-            arr, _, conv = hit
-            return conv[1] if conv else arr
+        for arr, t, conv in by_alloc.get(id(value.alloc), ()):
+            if _same_view(value, t):
+                return conv[1] if conv else arr
         out = access.to_numpy(value, own=True)
         if kind is not None:
             return kind[0].from_numpy(out, kind[1])
@@ -216,12 +348,21 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     if lnc > target.lnc_max:
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
                                           f"{target.name} has {target.lnc_max}", where=_def_site(func))
-    func = _with_keywords(func)
+    user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
     buffer = shared_hbm if lnc > 1 else private_hbm
+    found: list = []
+    converted: dict = {}
+    for i, a in enumerate(args):
+        _collect(a, launch, f"argument {i}", found, converted)
+    for k, v in kwargs.items():
+        _collect(v, launch, f"argument {k!r}", found, converted)
+    plan = _alias_plan(found)
     bound: list = []
-    args = tuple(_bind(a, launch, f"argument {i}", bound, buffer) for i, a in enumerate(args))
-    kwargs = {k: _bind(v, launch, f"argument {k!r}", bound, buffer) for k, v in kwargs.items()}
+    args = tuple(_bind(a, launch, f"argument {i}", bound, buffer, plan, converted)
+                 for i, a in enumerate(args))
+    kwargs = {k: _bind(v, launch, f"argument {k!r}", bound, buffer, plan, converted)
+              for k, v in kwargs.items()}
     kind = next(((b[2][0], b[2][1]) for b in bound if b[2] is not None), None)
 
     try:
@@ -249,12 +390,14 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
         if findings is not None:
             findings.extend(launch.findings)
 
-    by_alloc = {}
+    by_alloc: dict = {}
     for arr, t, conv in bound:
-        by_alloc[id(t.alloc)] = (arr, t, conv)
+        by_alloc.setdefault(id(t.alloc), []).append((arr, t, conv))
         access.copy_back(t, arr)
         if t.alloc.written and conv is not None and hasattr(conv[0], "after_write"):
             conv[0].after_write(arr, conv[1])
+    if kind is not None and hasattr(kind[0], "after_run"):
+        kind[0].after_run(user_func)
     return _unbind(result, by_alloc, kind)
 
 

@@ -1,16 +1,23 @@
 """Zero-copy torch <-> NumPy conversion: the adapter ``runtime.launch`` uses for torch arguments.
 
 ``to_numpy`` returns a NumPy view that shares memory with the tensor for every dtype (bf16 and fp8
-through a same-width integer view), so values the core writes back reach the caller's tensor.
-Imports torch, numpy, ml_dtypes; nothing from nkisim but errors.
+through a same-width integer view), so values the core writes back reach the caller's tensor;
+``to_kernel_array`` adds the target's dtype check and fp8 reinterpretation (every entry point).
+Imports torch, numpy, ml_dtypes and nkisim's errors, dtypes and the torch layer's routes.
 """
 from __future__ import annotations
 
 import contextvars
+import os
+import sys
 
 import ml_dtypes
 import numpy as np
 import torch
+
+from .. import dtypes as _dt
+from ..errors import DtypeError
+from . import routes
 
 # torch dtypes NumPy has natively: ``tensor.numpy()`` is already a view.
 _NATIVE = {torch.float32, torch.float16, torch.float64, torch.int8, torch.int16, torch.int32,
@@ -70,6 +77,53 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
                     f"float16, bfloat16, float8_e4m3fn, float8_e5m2, int8..int32, uint8..uint32, bool")
 
 
+_SKIP_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,    # nkisim
+              os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)                   # torch
+
+
+def caller_location() -> str:
+    """``file:line`` of the innermost frame outside nkisim and torch: the user's call of a wrapped
+    kernel (a HOP call passes through torch's dispatcher frames; generated code such as FX graphs,
+    ``<eval_with_key>``, is skipped too)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not os.path.abspath(name).startswith(_SKIP_DIRS):
+            return f"{os.path.basename(name)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def to_kernel_array(t: torch.Tensor, target, name: str = "kernel argument") -> np.ndarray:
+    """``to_numpy(t)`` as a kernel argument on ``target`` (an ``arch.Target``); the hook
+    ``runtime.launch`` calls for every torch argument, so nki.simulate, a jitted call with
+    NKI_SIMULATOR=1, simulate_kernel, simulate_nki_kernel and wrap_nki all agree.
+
+    Decision: on a target without float8_e4m3fn but with float8_e4m3 (trn2), a float8_e4m3fn tensor
+    is reinterpreted bit for bit as float8_e4m3 (trn2's IEEE-style fp8; vllm-neuron's mapping, since
+    torch has no e4m3 dtype); results come back as float8_e4m3fn by bits (``from_numpy``), so an
+    fp8 tensor round-trips bit-exactly. A NumPy float8_e4m3fn array on trn2 stays a DtypeError
+    (NumPy callers can pass float8_e4m3 themselves).
+    Raises: DtypeError ``kernel argument: <name>: dtype torch.float64 is not an NKI dtype on trn3
+    (convert with .to(torch.float32)) (<caller file>:<line>)`` for a dtype the target lacks, located
+    at the user's call; TypeError/ValueError from ``to_numpy``.
+    """
+    arr = to_numpy(t)
+    if arr.dtype == _E4M3FN and "float8_e4m3fn" not in target.dtypes and "float8_e4m3" in target.dtypes:
+        return arr.view(ml_dtypes.float8_e4m3)
+    d = _dt.as_dtype(arr.dtype)
+    if d is None or _dt.name(d) not in target.dtypes:
+        kind = arr.dtype.kind
+        hint = " (convert with .to(torch.float32))" if kind == "f" else \
+            " (convert with .to(torch.int32))" if kind in "iu" else ""
+        raise DtypeError("kernel argument", f"{name}: dtype {t.dtype} is not an NKI dtype on "
+                                            f"{target.name}{hint}", where=caller_location())
+    return arr
+
+
+_E4M3FN = np.dtype(ml_dtypes.float8_e4m3fn)
+
+
 def torch_dtype(dtype) -> torch.dtype:
     """The torch dtype for a torch, NumPy or ml_dtypes dtype (NKI dtypes are NumPy dtypes)."""
     if isinstance(dtype, torch.dtype):
@@ -103,4 +157,12 @@ def after_write(array: np.ndarray, tensor: torch.Tensor) -> None:
         log.append(tensor)
 
 
-__all__ = ["to_numpy", "from_numpy", "after_write", "torch_dtype", "check_tensor"]
+def after_run(func) -> None:
+    """Called by the core after a launch with torch arguments succeeded: one "kernel" route for
+    ``func`` (route_stats), unless it was a shape-only run (``written_log`` set)."""
+    if written_log.get() is None:
+        routes.count(routes.kernel_name(func), "kernel")
+
+
+__all__ = ["to_numpy", "to_kernel_array", "from_numpy", "after_write", "after_run", "torch_dtype",
+           "check_tensor", "caller_location"]

@@ -2,12 +2,15 @@
 implementation per dispatch key or mode, and the explicit fallthrough list.
 
 Mutating HOP: runs the kernel; inputs it writes are updated in place; returns the kernel's result
-(an input returned by the kernel is that input). Functionalization turns it into
-``nki_kernel_wrapper_functional``, which clones the written inputs (one clone per distinct storage,
-pytorch#196657), runs the mutating HOP on the clones and returns (new outputs..., clones...);
-the functionalize impl then replaces each written input by its clone, so aliases survive every mode.
+(an input returned by the kernel is that input; several results are a tuple in every mode).
+Functionalization turns it into ``nki_kernel_wrapper_functional``, which clones the written inputs
+and every input sharing storage with one (one clone per distinct storage, views re-derived from
+it, pytorch#196657), runs the mutating HOP on the clones and returns (new outputs..., clones...);
+the functionalize impl then replaces each cloned input by its clone, so aliases survive every mode.
 Fake/Meta build outputs from the kernel's Layout (registry.describe_outputs), never a simulation
-of real data. Imports torch and the torch layer; never isa or checks.
+of real data. Autograd: a tensor argument that requires grad (grad mode on) is a ValueError in
+every mode, as in eager. Errors raised while Dynamo traces a call are re-raised so that
+``except NkiError`` still works (``_traceable``). Imports torch and the torch layer; never isa or checks.
 """
 from __future__ import annotations
 
@@ -19,10 +22,9 @@ from torch._prims_common import clone_preserve_strides
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import (ProxyTorchDispatchMode, disable_proxy_modes_tracing,
                                                 track_tensor_tree)
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..errors import SimulatorOffError
-from .registry import describe_outputs, kernel_side_table
+from .registry import check_result, describe_outputs, kernel_side_table
 from .settings import TorchSettings
 from .simulate import simulate_nki_kernel
 
@@ -86,7 +88,75 @@ def _named(args, arg_names, constant_args_key) -> dict:
 
 
 def _layout(kernel_idx, grid, named):
-    return describe_outputs(kernel_side_table.get_kernel(kernel_idx), _lnc(grid), named)
+    try:
+        return describe_outputs(kernel_side_table.get_kernel(kernel_idx), _lnc(grid), named)
+    except Exception as exc:
+        new = _traceable(exc)
+        if new is exc:
+            raise
+        raise new from exc
+
+
+_TRACEABLE: dict = {}
+
+
+def _traceable(exc: Exception) -> Exception:
+    """``exc`` itself, or (while Dynamo traces) an equal exception whose class subclasses both its
+    class and ``torch._dynamo.exc.Unsupported``.
+
+    Decision: Dynamo wraps every other exception raised while it propagates fake tensors in a
+    TorchRuntimeError whose ``__cause__`` is None (``_wrap_graph_break_with_torch_runtime_err``
+    raises ``from None``), so ``except NkiError`` could not catch a kernel error found while
+    tracing; an Unsupported passes through unwrapped. With ``fullgraph=True`` the caller gets this
+    exception (still a ShapeError/NkiError/ValueError; the message starts with the original text,
+    Dynamo appends the user frames); without it Dynamo breaks the graph, runs the call eagerly,
+    and the kernel raises the original error there.
+    """
+    from torch._dynamo.exc import TorchDynamoException, Unsupported
+    from torch._guards import TracingContext
+    if isinstance(exc, TorchDynamoException) or TracingContext.try_get() is None:
+        return exc
+    cls = type(exc)
+    sub = _TRACEABLE.get(cls)
+    if sub is None:
+        def __reduce__(self):
+            r = cls.__reduce__(self)
+            return (cls,) + tuple(r[1:])
+        try:
+            sub = type(cls.__name__, (cls, Unsupported), {"__module__": cls.__module__,
+                                                         "__qualname__": cls.__qualname__,
+                                                         "__reduce__": __reduce__})
+        except TypeError:            # a builtin base whose layout cannot be mixed: keep exc
+            return exc
+        _TRACEABLE[cls] = sub
+    new = sub.__new__(sub, *exc.args)
+    new.args = exc.args
+    new.__dict__.update(exc.__dict__)
+    new.msg, new.gb_type, new.skip_frame, new.logged = str(exc), "nkisim kernel error", False, False
+    new.real_stack = TracingContext.extract_stack()
+    new.add_to_stats()
+    new.__traceback__ = exc.__traceback__
+    return new
+
+
+def _check_devices(named) -> None:
+    """Meta and real tensors in one call are an error, as in torch (outputs would lie)."""
+    devs = [(n, v.device) for n, v in named.items() if isinstance(v, torch.Tensor)]
+    meta = next((n for n, d in devs if d.type == "meta"), None)
+    real = next(((n, d) for n, d in devs if d.type != "meta"), None)
+    if meta is not None and real is not None:
+        raise RuntimeError(f"nki_kernel_wrapper: Tensor argument {meta!r} on device meta is not on "
+                           f"the expected device {real[1]} (argument {real[0]!r}); pass every "
+                           f"tensor argument on one device")
+
+
+def _refuse_grad(*, args, arg_names, **_):
+    """Autograd key (a tensor argument requires grad, grad mode on): NKI kernels have no backward."""
+    name = next((n for n, v in zip(arg_names, args) if isinstance(v, torch.Tensor) and v.requires_grad),
+                "?")
+    raise _traceable(ValueError(
+        f"nkisim.torch: kernel argument requires grad ({name!r}); NKI kernels run outside autograd — "
+        f"pass tensor.detach() (it shares memory, so in-place writes still land)"))
 
 
 def _out_device(named):
@@ -105,12 +175,42 @@ def _assemble(layout, named, new_outs):
     return None if layout.kind == "none" else items[0] if layout.kind == "one" else tuple(items)
 
 
+def _storage_key(t) -> int:
+    """Identity of a tensor's storage (all views of one functional tensor share one)."""
+    return t.untyped_storage()._cdata
+
+
+def _with_aliases(named, names, written) -> tuple:
+    """The written tensor arguments plus every tensor argument sharing storage with one, in
+    argument order: a kernel that writes ``y`` and reads ``x`` aliasing it must read the clone."""
+    keys = {n: _storage_key(named[n]) for n in names}
+    hit = {keys[n] for n in names if n in written}
+    return tuple(n for n in names if keys[n] in hit)
+
+
+def _check_alias_views(wrapped, unwrapped, names) -> None:
+    """Arguments among ``names`` (written ones and their aliases) that share a functional storage
+    must still share storage once unwrapped, so the functional HOP's clones keep the alias.
+    functionalize(remove="mutations_and_views") turns views into copies (and their metadata into
+    the copies'), which cannot keep it: NotImplementedError. torch.compile keeps views as views."""
+    groups: dict = {}
+    for n in names:
+        groups.setdefault(_storage_key(wrapped[n]), []).append(n)
+    for members in groups.values():
+        if len({_storage_key(unwrapped[n]) for n in members}) > 1:
+            raise NotImplementedError(
+                f"nki_kernel_wrapper: arguments {', '.join(map(repr, members))} are different views "
+                f"of one tensor and the kernel writes one of them; this functionalization made the "
+                f"views copies, so the alias cannot be kept (torch.compile and "
+                f"functionalize(remove='mutations') keep it)")
+
+
 def _clones(tensors: list) -> list:
     """One clone per distinct storage: equal views share one clone; different views of one storage
     become views of one cloned storage (so aliasing between arguments is kept)."""
     groups: dict = {}
     for t in tensors:
-        groups.setdefault(StorageWeakRef(t.untyped_storage()), []).append(t)
+        groups.setdefault(_storage_key(t), []).append(t)
     made: dict = {}
     for members in groups.values():
         views = {(tuple(m.shape), tuple(m.stride()), m.storage_offset()) for m in members}
@@ -160,14 +260,18 @@ def nki_kernel_wrapper_cpu(*, kernel_idx, grid, backend_config, operand_output_a
         raise SimulatorOffError(f"nki_kernel_wrapper: kernel {name} was dispatched to CPU but the "
                                 f"NKI simulator is off; set NKI_SIMULATOR=1 (or route the op to its "
                                 f"torch fallback when can_run_kernel() is False)")
-    return simulate_nki_kernel(entry.func, _lnc(grid), _named(args, arg_names, constant_args_key))
+    out = simulate_nki_kernel(entry.func, _lnc(grid), _named(args, arg_names, constant_args_key))
+    check_result(entry.key, out)
+    return tuple(out) if isinstance(out, list) else out
 
 
 @nki_kernel_wrapper.py_impl(DispatchKey.Meta)
 def nki_kernel_wrapper_meta(*, kernel_idx, grid, backend_config, operand_output_aliases, args,
                             arg_names, constant_args_key):
-    """Meta tensors: outputs from the kernel's Layout, on the meta device."""
+    """Meta tensors: outputs from the kernel's Layout, on the meta device (every tensor argument
+    must be meta: a mix with CPU tensors raises RuntimeError, as torch does)."""
     named = _named(args, arg_names, constant_args_key)
+    _check_devices(named)
     layout = _layout(kernel_idx, grid, named)
     return _assemble(layout, named, _new_outputs(layout, torch.device("meta")))
 
@@ -208,7 +312,8 @@ def nki_kernel_wrapper_functionalize(ctx, *, kernel_idx, grid, backend_config, o
         {n: v for n, v in unwrapped.items() if n not in tensor_names})
     with ctx.redispatch_to_next():
         layout = _layout(kernel_idx, grid, unwrapped)
-        to_clone = tuple(n for n in tensor_names if n in layout.written)
+        to_clone = _with_aliases(wrapped, tensor_names, layout.written)
+        _check_alias_views(wrapped, unwrapped, to_clone)
         aliases = {tensor_names.index(o.alias): i for i, o in enumerate(layout.outs) if o.alias}
         flat = nki_kernel_wrapper_functional(
             kernel_idx=kernel_idx, grid=grid, backend_config=backend_config,
@@ -243,6 +348,8 @@ def nki_kernel_wrapper_functional_cpu(*, kernel_idx, grid, backend_config, opera
 
 def _functional_empty(kernel_idx, grid, args, arg_names, constant_args_key, tensors_to_clone, device):
     named = _named(args, arg_names, constant_args_key)
+    if device.type == "meta":
+        _check_devices(named)
     layout = _layout(kernel_idx, grid, named)
     return tuple(_new_outputs(layout, device)) + tuple(_clones([named[n] for n in tensors_to_clone]))
 
@@ -289,10 +396,11 @@ def nki_kernel_wrapper_functional_functionalize(ctx, *, kernel_idx, grid, backen
 # Fallthroughs and graph registration
 
 _FALLTHROUGH = (DispatchKey.PythonDispatcher, DispatchKey.PythonTLSSnapshot, DispatchKey.ADInplaceOrView,
-                DispatchKey.BackendSelect, DispatchKey.AutocastCPU, DispatchKey.AutogradCPU)
+                DispatchKey.BackendSelect, DispatchKey.AutocastCPU)
 for _hop in (nki_kernel_wrapper, nki_kernel_wrapper_functional):
     for _key in _FALLTHROUGH:
         _hop.fallthrough(_key)
+    _hop.py_autograd_impl(_refuse_grad)     # below autograd when nothing requires grad
 
 torch._dynamo.allow_in_graph(nki_kernel_wrapper)
 torch.fx.node.has_side_effect(nki_kernel_wrapper)     # make_fx graphs must not drop a writing call

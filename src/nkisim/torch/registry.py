@@ -3,7 +3,8 @@ kernel's output contract: what it returns (shapes, dtypes, which outputs are inp
 writes, from its declaration or from one cached shape-only run.
 
 Keys are strings stable across processes: ``module.qualname`` for a kernel (``#2``, ``#3`` for
-distinct functions with one name) and a SHA-1 of the constants' ``repr`` — never ``hash()``.
+distinct functions with one name) and a SHA-1 of the constants' canonical bytes (``constant_digest``:
+arrays and tensors by dtype, shape and data) — never ``hash()`` or a shortened ``repr``.
 Imports torch, nkisim.runtime and nkisim.config; never isa or checks.
 """
 from __future__ import annotations
@@ -87,9 +88,9 @@ class KernelSideTable:
                            f"(call wrap_nki on it first)") from None
 
     def add_constant_args(self, constants: dict) -> str:
-        """Store a constants dict; the key is a digest of its repr (same constants, same key)."""
-        text = repr(sorted(constants.items(), key=lambda kv: kv[0]))
-        key = hashlib.sha1(text.encode()).hexdigest()[:16]
+        """Store a constants dict; the key is ``constant_digest`` of it (equal constants, equal key;
+        arrays differing in one element, dtype or shape get different keys)."""
+        key = constant_digest(constants)[:16]
         with self.lock:
             self.constant_args.setdefault(key, dict(constants))
         return key
@@ -112,6 +113,45 @@ class KernelSideTable:
 
 
 kernel_side_table = KernelSideTable()
+
+
+def _feed(h, v) -> None:
+    """Feed a canonical, process-independent encoding of ``v`` to hash ``h``."""
+    if isinstance(v, np.ndarray):
+        h.update(f"ndarray|{v.dtype.name}|{v.dtype.str}|{v.shape}|".encode())
+        h.update(np.ascontiguousarray(v).tobytes())
+    elif isinstance(v, torch.Tensor):
+        from torch._subclasses.fake_tensor import is_fake
+        h.update(f"tensor|{v.dtype}|{tuple(v.shape)}|{v.device.type}|".encode())
+        if is_fake(v) or v.device.type == "meta":
+            h.update(f"nodata|{id(v)}".encode())      # no data to hash: only this object matches
+        else:
+            h.update(v.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(v, (tuple, list)):
+        h.update(f"{type(v).__name__}|{len(v)}|".encode())
+        for x in v:
+            _feed(h, x)
+    elif isinstance(v, dict):
+        h.update(f"dict|{len(v)}|".encode())
+        for k in sorted(v, key=repr):
+            _feed(h, k)
+            _feed(h, v[k])
+    elif isinstance(v, np.generic):
+        h.update(f"scalar|{v.dtype.name}|".encode() + np.asarray(v).tobytes())
+    elif callable(v) and hasattr(v, "__qualname__"):
+        h.update(f"callable|{getattr(v, '__module__', '?')}.{v.__qualname__}|".encode())
+    else:
+        h.update(f"{type(v).__module__}.{type(v).__qualname__}|{v!r}|".encode())
+    h.update(b";")
+
+
+def constant_digest(value) -> str:
+    """SHA-1 hex digest of ``value`` (constants: scalars, strings, dtypes, arrays, tensors, nested
+    tuples/lists/dicts) from dtypes, shapes and bytes, never ``repr`` of an array (NumPy shortens
+    it) or ``hash()``: equal in every process for equal values."""
+    h = hashlib.sha1()
+    _feed(h, value)
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -165,7 +205,7 @@ def _signature_key(entry, lnc, named) -> tuple:
         if isinstance(v, torch.Tensor):
             parts.append((n, tuple(int(s) for s in v.shape), str(v.dtype)))
         else:
-            parts.append((n, repr(v)))
+            parts.append((n, constant_digest(v)))
     return (entry.key, lnc, tuple(parts))
 
 
@@ -183,17 +223,30 @@ def _shape_run(entry: KernelEntry, lnc: int, named: dict) -> Layout:
                              settings=Settings.from_env())
         finally:
             convert.written_log.reset(token)
+    check_result(entry.key, res)
     kind = "none" if res is None else "tuple" if isinstance(res, (tuple, list)) else "one"
     items = () if res is None else tuple(res) if kind == "tuple" else (res,)
     outs = []
     for x in items:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{entry.key}: a wrapped kernel must return tensors, got {type(x).__name__}")
         name = next((n for n, v in dummies.items() if v is x), None)
         outs.append(Out(alias=name) if name else Out(shape=tuple(x.shape), dtype=x.dtype))
     written = {n for n, v in dummies.items() if any(v is w for w in log)}
     return Layout(kind, tuple(outs), frozenset(written) | entry.mutates_args
                   | {o.alias for o in outs if o.alias})
+
+
+def check_result(key: str, res) -> None:
+    """A wrapped kernel returns None, a tensor, or a tuple/list of tensors (a list comes back as a
+    tuple in every mode). Decision: anything else (an int, a nested tuple, ...) is a TypeError in
+    every mode, eager included, since a traced graph could not return it.
+    Raises TypeError ``<kernel>: a wrapped kernel must return None, a tensor or a tuple/list of
+    tensors, got int``."""
+    items = () if res is None else res if isinstance(res, (tuple, list)) else (res,)
+    bad = next((x for x in items if not isinstance(x, torch.Tensor)), None)
+    if bad is not None or (items and not isinstance(res, (tuple, list, torch.Tensor))):
+        got = type(bad if bad is not None else res).__name__
+        raise TypeError(f"{key}: a wrapped kernel must return None, a tensor or a tuple/list of "
+                        f"tensors, got {got}")
 
 
 def describe_outputs(entry: KernelEntry, lnc: int, named: dict) -> Layout:
@@ -211,4 +264,4 @@ def describe_outputs(entry: KernelEntry, lnc: int, named: dict) -> Layout:
 
 
 __all__ = ["KernelEntry", "KernelSideTable", "kernel_side_table", "Layout", "Out",
-           "describe_outputs"]
+           "describe_outputs", "check_result", "constant_digest"]

@@ -35,9 +35,12 @@ def count(name: str, route: str) -> None:
 def route_stats() -> dict[str, dict[str, int]]:
     """A snapshot ``{kernel name: {"kernel": n, "fallback": m}}``.
 
-    "kernel" counts simulator runs of real data (eager, or inside any compiled graph); "fallback"
-    counts ``dispatch`` choosing the fallback in eager code (a compiled graph runs the fallback's
-    torch ops without Python, so those calls are not counted).
+    "kernel" counts successful simulator runs with at least one torch tensor argument, whatever
+    the entry point: wrap_nki / NKIHOPCaller calls (eager, or inside any compiled graph),
+    simulate_nki_kernel, nki.simulate, a jitted call with NKI_SIMULATOR=1, simulate_kernel. Not
+    counted: runs on NumPy arrays only, runs that raise, and the shape-only runs tracing does to
+    learn output shapes. "fallback" counts ``dispatch`` choosing the fallback in eager code (a
+    compiled graph runs the fallback's torch ops without Python, so those calls are not counted).
     """
     with _lock:
         return {k: dict(v) for k, v in _counts.items()}

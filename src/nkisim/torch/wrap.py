@@ -104,6 +104,10 @@ def wrap_nki(kernel: Callable, *, output_spec: Callable | None = None,
     LNC: ``kernel[2]`` and ``wrap_nki(kernel)[2]`` both give LNC2; conflicting degrees raise.
     Decision: HOP fields follow vllm-neuron's seven, but ``kernel_idx`` holds the registry's stable
     string key and ``constant_args_key`` is "" while constants ride inline in ``args``.
+    Decision: a kernel returning a list gives a tuple in every mode (eager, Fake, compiled), like a
+    torch op; returning anything but None, a tensor or tensors is a TypeError in every mode
+    (registry.check_result). A tensor argument that requires grad (grad mode on) is a ValueError
+    in every mode; tensors on meta mixed with real ones are a RuntimeError, as in torch.
     """
     key = _register(kernel, output_spec, tuple(mutates_args))
     entry = kernel_side_table.get_kernel(key)
