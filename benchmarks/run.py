@@ -136,7 +136,7 @@ def main(argv=None):
     parser.add_argument("--only", default=None)
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    rep = 3 if args.quick else 5
+    rep = 5 if args.quick else 11
     cases = [
         ("matmul512_fp32", "one numpy.matmul fp32", lambda: case_matmul(512, np.float32, rep)),
         ("matmul512_bf16", "one numpy.matmul fp32", lambda: case_matmul(512, BF16, rep)),

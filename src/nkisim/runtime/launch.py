@@ -279,8 +279,22 @@ class _KernelGlobals(dict):
             return self.module_globals[key]
         except KeyError:
             if key in _KERNEL_KEYWORDS:
-                return _KERNEL_KEYWORDS[key]
+                value = self[key] = _KERNEL_KEYWORDS[key]
+                return value
             raise
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_names(code) -> frozenset:
+    """Names a code object (and the functions nested in it) loads as globals (not attributes)."""
+    import dis
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(c)
+                     if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return frozenset(names)
 
 
 def _with_keywords(func):
@@ -289,11 +303,7 @@ def _with_keywords(func):
     code = getattr(func, "__code__", None)
     if code is None:
         return func
-    names, stack = set(), [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    names = _global_names(code)
     g = func.__globals__
     missing = [n for n in _KERNEL_KEYWORDS if n in names and n not in g and not hasattr(builtins, n)]
     if not missing:
