@@ -8,10 +8,9 @@ F = pytest.importorskip("torch.nn.functional")
 import nkisim.nki as nki  # noqa: E402
 from nkisim.kernels import attention, flash_attention  # noqa: E402
 from nkisim.torch import reset_route_stats, route_stats  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.attention.flash_attention_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 # Tolerances (outputs are convex combinations of N(0, 1) values, |out| < 4).
 # fp32: kernel (online softmax over 512-key blocks, PSUM sums) and fallback (one softmax, BLAS)
 # sum in different orders: a few fp32 ulps of values < 4 -> atol 1e-5.
@@ -20,25 +19,6 @@ _ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_
 # bf16 ulps apart: atol = rtol = 2**-6.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2**-6, atol=2**-6)}
 SHAPES = [(1, 8, 2, 16), (7, 8, 2, 32), (130, 4, 4, 64), (257, 8, 2, 64)]
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def qkv(S, Hq, Hkv, D, dtype, seed=0):

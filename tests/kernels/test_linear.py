@@ -9,34 +9,14 @@ torch = pytest.importorskip("torch")
 from nkisim.kernels import linear, qkv_proj  # noqa: E402
 from nkisim.kernels.linear import MAX_K, kernel_fits, linear_fallback, linear_kernel  # noqa: E402
 from nkisim.torch import reset_route_stats, route_stats, simulate_nki_kernel  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.linear.linear_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 # Tolerances (weights scaled by 1/sqrt(K): outputs are O(1)). fp32: the kernel sums each 128-long
 # K tile, then the tiles, in PSUM; torch sums in its own order: a few ulps of O(1) sums, 1e-5.
 # bf16: the fp32 sums (products of bf16 values are exact in fp32) round to bf16 and may land
 # one bf16 ulp apart: 2**-7 relative.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2**-7, atol=1e-5)}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def inputs(T, K, N, dtype, seed=0):

@@ -8,10 +8,9 @@ torch = pytest.importorskip("torch")
 from nkisim.kernels import swiglu_mlp  # noqa: E402
 from nkisim.kernels.mlp import MAX_I, kernel_fits, swiglu_mlp_fallback, swiglu_mlp_kernel  # noqa: E402
 from nkisim.torch import reset_route_stats, route_stats, simulate_nki_kernel  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.mlp.swiglu_mlp_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 
 
 def tol(dtype, want):
@@ -23,25 +22,6 @@ def tol(dtype, want):
     if dtype == torch.float32:
         return dict(rtol=1e-5, atol=1e-5 * scale)
     return dict(rtol=2**-7, atol=2**-8 * scale)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def inputs(T, H, I, dtype, seed=0):

@@ -8,34 +8,14 @@ torch = pytest.importorskip("torch")
 from nkisim.kernels import norm  # noqa: E402
 from nkisim.kernels import rms_norm  # noqa: E402
 from nkisim.torch import reset_route_stats, route_stats, simulate_nki_kernel  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.norm.rms_norm_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 # Tolerances. fp32: kernel and fallback sum the H squares in different orders and scale by 1/H
 # vs divide by H: a few fp32 ulps (<= 1e-5 relative). bf16: the fp32 results then round to
 # bf16 (8 significant bits) and may land one ulp apart: 2**-7 relative.
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.bfloat16: dict(rtol=2**-7, atol=1e-6)}
 EPS = 1e-5
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def inputs(T, H, dtype, seed=0):

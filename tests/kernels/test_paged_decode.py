@@ -10,32 +10,12 @@ F = pytest.importorskip("torch.nn.functional")
 
 from nkisim.kernels import attention, paged_attention_decode  # noqa: E402
 from nkisim.torch import reset_route_stats, route_stats  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.attention.paged_attention_decode_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
 # Tolerances as in test_attention: fp32 summation-order ulps of outputs < 4 (atol 1e-5); bf16: P
 # rounded to bf16 for the TensorE plus the final bf16 rounding, one or two bf16 ulps (2**-6).
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=2**-6, atol=2**-6)}
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def setup(ctx, Hq, Hkv, D, bs, dtype, max_blocks, num_blocks=None, seed=0, stale=float("nan")):

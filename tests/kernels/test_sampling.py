@@ -9,29 +9,9 @@ from nkisim.kernels import greedy_sample  # noqa: E402
 from nkisim.kernels.sampling import (CHUNK, greedy_sample_fallback, greedy_sample_kernel,  # noqa: E402
                                      kernel_fits)
 from nkisim.torch import reset_route_stats, route_stats, simulate_nki_kernel  # noqa: E402
+from _fixtures import clean_env, cpu, sim  # noqa: E402,F401
 
 NAME = "nkisim.kernels.sampling.greedy_sample_kernel"
-_ENV = ("VLLM_NEURON_CPU_MODE", "NKI_SIMULATOR", "NKI_PRECISE_FP", "VLLM_NEURON_DISABLE_NKI_KERNELS",
-        "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION")
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in _ENV:
-        monkeypatch.delenv(name, raising=False)
-    reset_route_stats()
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1")
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "0")
 
 
 def logits(B, V, dtype, seed=0):
