@@ -119,6 +119,17 @@ def case_memory(n=2048):
     return extra, io_bytes
 
 
+def case_tiny_llama(repeat, n_new=8):
+    """Tiny Llama decode time per generated token: simulator (eager) vs PyTorch fallbacks."""
+    import model  # imports torch: a missing torch skips the case
+    res = model.measure(n_new=n_new, repeat=repeat)
+    sim, ref = res["simulator"], res["fallback"]
+    return sim["s_per_token"], ref["s_per_token"], {
+        "unit": "seconds per generated token (decode)", "n_new": n_new, "prompt_lens": [11, 23],
+        "prefill_sim_s": sim["prefill_s"], "prefill_fallback_s": ref["prefill_s"],
+        "max_abs_logit_diff": sim["max_abs_logit_diff"]}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer repeats, skip 2048^3")
