@@ -108,3 +108,46 @@ def test_gate_limits():
     assert attention.flash_fits(q, k, v)                  # D = 128 is the limit
     big = torch.empty(attention.MAX_S + 1, 1, 8)
     assert not attention.flash_fits(big, big, big)
+
+
+def bf16_ulp(x):
+    x = x.float().abs().clamp_min(2.0**-126)
+    return torch.finfo(torch.bfloat16).eps * torch.exp2(torch.floor(torch.log2(x)))
+
+
+@pytest.mark.parametrize("S,Hq,Hkv,D,causal", [(45, 8, 2, 32, True), (200, 4, 1, 64, True),
+                                               (130, 2, 2, 16, False)])
+def test_bf16_fallback_rounds_p_like_the_kernel(sim, S, Hq, Hkv, D, causal):
+    """The fallback rounds P to bf16 before P.V like the kernel: the routes agree to one bf16 ulp,
+    in all but < 0.1% of outputs exactly (only fp32 row-sum order differs); an fp32-P softmax
+    differs in > 5% of them (checked)."""
+    q, k, v = qkv(S, Hq, Hkv, D, torch.bfloat16, seed=5)
+    got = flash_attention(q, k, v, D ** -0.5, causal)
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}
+    want = attention.flash_attention_fallback(q, k, v, D ** -0.5, causal)
+    assert (got != want).float().mean() < 1e-3
+    assert ((got.float() - want.float()).abs() <= bf16_ulp(want)).all()
+    if S <= 64:
+        assert torch.equal(got, want)
+    unrounded = sdpa(q, k, v, D ** -0.5, causal).to(torch.bfloat16)
+    assert (unrounded != got).float().mean() > 0.05
+
+
+def test_bf16_two_key_blocks_within_one_ulp(sim):
+    """Past 512 keys the fallback rescales per key, the kernel per block: at most one bf16 ulp."""
+    q, k, v = qkv(700, 2, 1, 32, torch.bfloat16, seed=700)
+    got = flash_attention(q * 3, k, v, 0.2).float()
+    want = attention.flash_attention_fallback(q * 3, k, v, 0.2).float()
+    assert ((got - want).abs() <= bf16_ulp(want)).all()
+
+
+@pytest.mark.parametrize("env_fixture", ["sim", "cpu"])
+def test_hq_not_a_multiple_of_hkv_raises_before_routing(request, env_fixture):
+    request.getfixturevalue(env_fixture)
+    q, k, v = torch.randn(9, 6, 32), torch.randn(9, 4, 32), torch.randn(9, 4, 32)
+    with pytest.raises(ValueError, match=r"^flash_attention: Hq = 6 must be a multiple of Hkv = 4$"):
+        flash_attention(q, k, v, 0.2)
+    with pytest.raises(ValueError, match=r"^flash_attention: q must be \[S, Hq, D\] and k, v "
+                                         r"\[S, Hkv, D\], got \[9, 2, 32\], \[8, 1, 32\], \[8, 1, 32\]$"):
+        flash_attention(torch.randn(9, 2, 32), torch.randn(8, 1, 32), torch.randn(8, 1, 32), 0.2)
+    assert route_stats() == {}

@@ -61,18 +61,41 @@ def test_all_slots_padding_leaves_caches_untouched(sim):
     assert torch.equal(caches[0], before[0]) and torch.equal(caches[1], before[1])
 
 
-@pytest.mark.parametrize("route", ["kernel", "fallback"])
-def test_decision_out_of_range_slots_are_skipped(monkeypatch, route):
-    """Decision: a slot >= num_blocks * block_size (or any negative one) is skipped like -1."""
-    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
-    monkeypatch.setenv("NKI_SIMULATOR", "1" if route == "kernel" else "0")
+def test_fallback_function_skips_out_of_range_slots():
+    """Without the eager check (compiled graphs), a slot outside the cache is skipped like -1."""
     k, v, caches, slots = setup(4, 2, 4, 1, 4, torch.float32)
     slots[:] = torch.tensor([8, 3, -5, 7], dtype=torch.int32)     # 8 slots in all
     want = loop_reference(k[1:2], v[1:2], caches, slots[1:2])
     want = loop_reference(k[3:4], v[3:4], want, slots[3:4])
+    kvcache.write_kv_cache_fallback(k, v, *caches, slots)
+    assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1])
+
+
+@pytest.mark.parametrize("route", ["kernel", "fallback"])
+@pytest.mark.parametrize("bad,msg", [
+    ([8, 3, -1, 7], r"write_kv_cache: slot_mapping\[0\] = 8 outside -1 \.\. 7 \(num_blocks \* block_size = 8\)"),
+    ([0, 3, -5, 7], r"write_kv_cache: slot_mapping\[2\] = -5 outside -1 \.\. 7 \(num_blocks \* block_size = 8\)"),
+    ([5, -1, -1, 5], r"write_kv_cache: slot 5 is written by tokens 0 and 3; slots must be distinct"),
+])
+def test_decision_invalid_slot_mapping_raises_on_both_routes(monkeypatch, route, bad, msg):
+    """Decision: in eager mode bad slots raise the same ValueError before routing; caches untouched."""
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_SIMULATOR", "1" if route == "kernel" else "0")
+    reset_route_stats()
+    k, v, caches, slots = setup(4, 2, 4, 1, 4, torch.float32)
+    slots[:] = torch.tensor(bad, dtype=torch.int32)
+    before = [c.clone() for c in caches]
+    with pytest.raises(ValueError, match=f"^{msg}$"):
+        write_kv_cache(k, v, *caches, slots)
+    assert torch.equal(caches[0], before[0]) and torch.equal(caches[1], before[1])
+    assert route_stats().get(NAME, {"kernel": 0, "fallback": 0}) == {"kernel": 0, "fallback": 0}
+
+
+def test_repeated_minus_one_slots_are_fine(sim):
+    k, v, caches, slots = setup(4, 2, 4, 1, 4, torch.float32, pad=(0, 2))
+    want = loop_reference(k, v, caches, slots)
     write_kv_cache(k, v, *caches, slots)
     assert torch.equal(caches[0], want[0]) and torch.equal(caches[1], want[1])
-    assert route_stats()[NAME][route] == 1
 
 
 def test_simulator_off_takes_the_fallback(cpu):

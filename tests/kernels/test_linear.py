@@ -116,3 +116,17 @@ def test_ops_under_torch_compile_fullgraph(sim):
     got = torch.compile(lambda a, b: linear(a, b) * 2, fullgraph=True)(x, w)
     assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}
     torch.testing.assert_close(got, eager * 2, rtol=0, atol=0)
+
+
+def test_bf16_fallback_sums_k_like_the_kernel_psum(monkeypatch):
+    """K = 384 (three PSUM passes): the fallback adds per-128 partial products in order, so the
+    bf16 results of the two routes are identical."""
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(130, 384, generator=g).bfloat16()
+    w = (torch.randn(384, 600, generator=g) / 20).bfloat16()
+    got = linear(x, w)
+    assert torch.equal(got, linear_fallback(x, w))
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}
+    torch.testing.assert_close(got.float(), (x.double() @ w.double()).float(), rtol=2**-7, atol=2**-7)

@@ -95,6 +95,7 @@ def test_op_weight_may_be_fp32_for_bf16_x(sim):
     (torch.zeros(1, norm.MAX_H + 1), torch.ones(norm.MAX_H + 1)),        # H past the limit
     (torch.zeros(2, 8, dtype=torch.float16), torch.ones(8)),              # dtype not fp32/bf16
     (torch.zeros(2, 3, 8), torch.ones(8)),                                 # not 2-D
+    (torch.randn(2, 8), torch.randn(8, dtype=torch.float64)),              # float64 weight: no NKI dtype
     (torch.zeros(0, 8), torch.ones(8)),                                    # no tokens
 ])
 def test_gate_refuses_to_fallback(sim, x, w):
@@ -107,3 +108,18 @@ def test_gate_limits():
     assert norm.kernel_fits(torch.zeros(1, norm.MAX_H), torch.ones(norm.MAX_H))
     assert not norm.kernel_fits(torch.zeros(1, norm.MAX_H + 1), torch.ones(norm.MAX_H + 1))
     assert not norm.kernel_fits(torch.zeros(4, 8), torch.ones(9))
+
+
+def test_gate_checks_the_weight_dtype():
+    x = torch.zeros(2, 8)
+    assert not norm.kernel_fits(x, torch.ones(8, dtype=torch.float64))
+    assert not norm.kernel_fits(x, torch.ones(8, dtype=torch.int32))
+    assert all(norm.kernel_fits(x, torch.ones(8, dtype=dt))
+               for dt in (torch.float32, torch.bfloat16, torch.float16))
+
+
+def test_float16_weight_runs_in_the_kernel(sim):
+    x, w = torch.randn(3, 16), torch.randn(16).half()
+    got = rms_norm(x, w, EPS)
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}
+    torch.testing.assert_close(got, norm.rms_norm_fallback(x, w, EPS), rtol=1e-6, atol=1e-6)

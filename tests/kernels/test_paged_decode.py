@@ -137,3 +137,60 @@ def test_compiled_graph_keeps_the_in_place_cache_write(sim):
     assert torch.equal(kc, kc2) and torch.equal(vc, vc2)
     check_new_token_written(kn, vn, kc, vc, table, lens)
     assert route_stats()[NAME]["kernel"] >= 1
+
+
+def test_bf16_fallback_rounds_p_like_the_kernel(sim):
+    """P rounded to bf16 before P.V in both routes: bf16 outputs agree bit for bit."""
+    q, kn, vn, kc, vc, table, lens = setup([5, 40, 100, 128], 8, 2, 32, 16, torch.bfloat16, 8,
+                                           stale=0.0, seed=3)
+    kc2, vc2 = kc.clone(), vc.clone()
+    got = paged_attention_decode(q, kn, vn, kc, vc, table, lens, 32 ** -0.5)
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}
+    want = attention.paged_attention_decode_fallback(q, kn, vn, kc2, vc2, table, lens, 32 ** -0.5)
+    assert torch.equal(got, want) and torch.equal(kc, kc2) and torch.equal(vc, vc2)
+
+
+_META = [
+    ("hole", [40], [[3, -1, 5, -1]],
+     r"block_table\[0, 1\] = -1 inside the context of sequence 0 \(context_lens 40, block_size 16\)"),
+    ("ctx0", [0], [[3, 4, 5, 6]], r"context_lens\[0\] = 0 outside 1 \.\. 64 \(max_blocks 4 \* block_size 16\)"),
+    ("ctx_big", [70], [[3, 4, 5, 6]],
+     r"context_lens\[0\] = 70 outside 1 \.\. 64 \(max_blocks 4 \* block_size 16\)"),
+    ("block_big", [20], [[3, 16, -1, -1]], r"block_table\[0, 1\] = 16 outside -1 \.\. 15 \(num_blocks 16\)"),
+    ("block_neg", [20], [[3, -5, -1, -1]], r"block_table\[0, 1\] = -5 outside -1 \.\. 15 \(num_blocks 16\)"),
+    ("shared_write", [20, 18], [[3, 7, -1, -1], [3, 7, -1, -1]],
+     r"sequence 0 writes block 7, which sequence 1 also uses \(block_table\[1, 1\]\); a written "
+     r"block must not be shared"),
+]
+
+
+@pytest.mark.parametrize("route_env", ["sim", "cpu"])
+@pytest.mark.parametrize("case,ctx,table,msg", _META, ids=[m[0] for m in _META])
+def test_decision_invalid_metadata_raise_on_both_routes(request, route_env, case, ctx, table, msg):
+    """Decision: eager calls validate block_table / context_lens before routing: same ValueError
+    on both routes, caches untouched, nothing counted."""
+    request.getfixturevalue(route_env)
+    B, Hq, Hkv, D, bs, NB = len(ctx), 4, 2, 16, 16, 16
+    g = torch.Generator().manual_seed(1)
+    kc, vc = torch.randn(NB, bs, Hkv, D, generator=g), torch.randn(NB, bs, Hkv, D, generator=g)
+    before = kc.clone(), vc.clone()
+    q, kn, vn = torch.randn(B, Hq, D), torch.randn(B, Hkv, D), torch.randn(B, Hkv, D)
+    with pytest.raises(ValueError, match=f"^paged_attention_decode: {msg}$"):
+        paged_attention_decode(q, kn, vn, kc, vc, torch.tensor(table, dtype=torch.int32),
+                               torch.tensor(ctx, dtype=torch.int32), 0.25)
+    assert torch.equal(kc, before[0]) and torch.equal(vc, before[1])
+    assert route_stats() == {}
+
+
+def test_shared_read_only_prefix_blocks_are_allowed(sim):
+    """Prefix sharing: both sequences read block 3; each writes its own second block."""
+    B, Hq, Hkv, D, bs, NB = 2, 4, 2, 16, 16, 16
+    g = torch.Generator().manual_seed(2)
+    kc, vc = torch.randn(NB, bs, Hkv, D, generator=g), torch.randn(NB, bs, Hkv, D, generator=g)
+    q, kn, vn = torch.randn(B, Hq, D), torch.randn(B, Hkv, D), torch.randn(B, Hkv, D)
+    table = torch.tensor([[3, 7, -1], [3, 9, -1]], dtype=torch.int32)
+    lens = torch.tensor([20, 18], dtype=torch.int32)
+    want = reference(q, kn, vn, kc, vc, table, lens, 0.25)
+    got = paged_attention_decode(q, kn, vn, kc, vc, table, lens, 0.25)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}

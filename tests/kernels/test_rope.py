@@ -120,3 +120,23 @@ def test_gate_limits():
     assert kernel_fits(torch.zeros(1, nh, d), torch.zeros(1, d // 2), torch.zeros(1, d // 2))
     assert not kernel_fits(torch.zeros(1, nh + 1, d), torch.zeros(1, d // 2), torch.zeros(1, d // 2))
     assert not kernel_fits(torch.zeros(3, 2, 8), torch.zeros(2, 4), torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize("cs_dtype", [torch.float64, torch.int32])
+def test_gate_refuses_cos_sin_the_kernel_cannot_read(sim, cs_dtype):
+    """float64 is no NKI dtype: the gate (not the simulator's DtypeError) sends it to the fallback."""
+    x = torch.randn(3, 2, 8)
+    ang = torch.randn(3, 4)
+    cos, sin = torch.cos(ang).to(cs_dtype), torch.sin(ang).to(cs_dtype)
+    assert not kernel_fits(x, cos, sin)
+    got = rope(x, cos, sin)
+    assert route_stats()[NAME] == {"kernel": 0, "fallback": 1}
+    assert torch.equal(got, rope_fallback(x, cos, sin))
+
+
+def test_bf16_cos_sin_run_in_the_kernel(sim):
+    x, ang = torch.randn(3, 2, 8), torch.randn(3, 4)
+    cos, sin = torch.cos(ang).bfloat16(), torch.sin(ang).bfloat16()
+    assert kernel_fits(x, cos, sin)
+    assert torch.equal(rope(x, cos, sin), rope_fallback(x, cos, sin))
+    assert route_stats()[NAME] == {"kernel": 1, "fallback": 0}

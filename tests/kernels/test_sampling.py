@@ -89,7 +89,6 @@ def test_op_takes_fallback_in_cpu_mode(cpu):
 
 @pytest.mark.parametrize("x", [
     torch.zeros(2, 8, dtype=torch.float16),        # dtype
-    torch.zeros(2, 3, 8),                          # not 2-D
     torch.zeros(2, 0),                             # empty vocabulary (argmax raises either way)
 ])
 def test_gate_refuses_to_fallback(sim, x):
@@ -106,3 +105,14 @@ def test_gate_refuses_to_fallback(sim, x):
 def test_gate_limits():
     assert kernel_fits(torch.zeros(1, 1)) and kernel_fits(torch.zeros(3, 32000, dtype=torch.bfloat16))
     assert not kernel_fits(torch.zeros(0, 8)) and not kernel_fits(torch.zeros(2, 8, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("route_env", ["sim", "cpu"])
+@pytest.mark.parametrize("shape", [(50,), (2, 3, 8)])
+def test_not_2d_logits_raise_on_both_routes(request, route_env, shape):
+    """Docs: [B, V] -> [B]; a 1-D (or 3-D) tensor is refused before routing, not argmaxed."""
+    request.getfixturevalue(route_env)
+    with pytest.raises(ValueError, match=r"^greedy_sample: logits must be \[B, V\], got shape "
+                                         + r"\[" + r", ".join(map(str, shape)) + r"\]$"):
+        greedy_sample(torch.zeros(shape))
+    assert route_stats() == {}

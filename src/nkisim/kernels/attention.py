@@ -134,18 +134,43 @@ def flash_attention_kernel(q, k, v, scale, causal=True):
     return out
 
 
+def _psum_matmul(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Batched fp32 ``p @ v`` over the keys (p [..., M, N], v [..., N, D]) summed like the
+    kernels' PSUM: one matmul per 128 keys, partial products added in order."""
+    step = nl.tile_size.pmax
+    acc = p[..., 0:step] @ v[..., 0:step, :]
+    for k0 in range(step, p.shape[-1], step):
+        acc = acc + p[..., k0:k0 + step] @ v[..., k0:k0 + step, :]
+    return acc
+
+
 def flash_attention_fallback(q, k, v, scale: float, causal: bool = True) -> torch.Tensor:
-    """PyTorch attention: fp32 math, GQA via repeat_interleave, causal mask; q's dtype out."""
+    """PyTorch attention with the kernel's rounding points: fp32 scores, GQA via repeat_interleave,
+    causal mask; P = exp(s - m) where m is the running max the kernel has when it reaches the key's
+    512-wide block (the row max over keys up to that block's end), P rounded to q's dtype before
+    P.V (fp32 accumulation), the row sum taken over the unrounded fp32 P, each block rescaled by
+    exp(m_block - m_final), the result rounded once into q's dtype. Within a few fp32 ulps of the
+    kernel before that last rounding (sum orders differ), so bf16 outputs agree to an ulp."""
     S, Hq, _ = q.shape
     rep = Hq // k.shape[1]
     qf = q.float().transpose(0, 1)                                   # [Hq, S, D]
     kf = k.float().repeat_interleave(rep, dim=1).transpose(0, 1)
     vf = v.float().repeat_interleave(rep, dim=1).transpose(0, 1)
-    scores = torch.matmul(qf, kf.transpose(1, 2)) * scale
+    scores = torch.matmul(qf, kf.transpose(1, 2)) * scale            # [Hq, S, S]
     if causal:
         keep = torch.ones(S, S, dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~keep, float("-inf"))
-    out = torch.matmul(torch.softmax(scores, dim=-1), vf)
+    # the running max at the end of each key's block (kernel: blocks of gemm_moving_fmax keys)
+    F = nl.tile_size.gemm_moving_fmax
+    j = torch.arange(S, device=q.device)
+    blk_end = torch.clamp((j // F) * F + (F - 1), max=S - 1)
+    m_blk = scores.cummax(dim=-1).values.index_select(-1, blk_end)    # [Hq, S, S]
+    m_fin = m_blk[..., -1:]
+    p = torch.exp(scores - m_blk)                                     # masked keys: exp(-inf) = 0
+    w = torch.exp(m_blk - m_fin)                                      # 1 for the last block
+    l_sum = (p * w).sum(dim=-1, keepdim=True)
+    p_r = p.to(q.dtype).float() * w                                  # P as the TensorE sees it
+    out = _psum_matmul(p_r, vf) / l_sum
     return out.transpose(0, 1).to(q.dtype)
 
 
@@ -176,7 +201,15 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     Route: the NKI kernel (LNC2, simulator) when ``can_run_kernel(q)`` and ``flash_fits``
     (S <= 4096, D <= 128, Hq % Hkv == 0); otherwise the PyTorch fallback. Both counted under
     ``nkisim.kernels.attention.flash_attention_kernel``.
+    Raises: ValueError (before routing, so both routes alike) when q, k, v are not 3-D with equal
+    S and D, k and v differ in shape, or Hq is not a multiple of Hkv.
     """
+    if q.dim() != 3 or k.dim() != 3 or v.shape != k.shape or k.shape[0] != q.shape[0] \
+            or k.shape[2] != q.shape[2]:
+        raise ValueError(f"flash_attention: q must be [S, Hq, D] and k, v [S, Hkv, D], got "
+                         f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
+    if k.shape[1] < 1 or q.shape[1] % k.shape[1]:
+        raise ValueError(f"flash_attention: Hq = {q.shape[1]} must be a multiple of Hkv = {k.shape[1]}")
     if not flash_fits(q, k, v):
         if not torch.compiler.is_compiling():
             routes.count(_flash.kernel_name, "fallback")
@@ -320,7 +353,9 @@ def paged_attention_decode_kernel(q, k_new, v_new, k_cache, v_cache, block_table
 def paged_attention_decode_fallback(q, k_new, v_new, k_cache, v_cache, block_table, context_lens,
                                     scale: float) -> torch.Tensor:
     """PyTorch paged decode: write the new K/V (in place), gather each sequence's context through
-    the block table (never reading a -1 entry's block), fp32 softmax, GQA via repeat_interleave."""
+    the block table (never reading a -1 entry's block), fp32 scores, GQA via repeat_interleave;
+    softmax with the kernel's rounding points (P rounded to q's dtype before P.V, the row sum over
+    the fp32 P), so bf16 results match the kernel's to an ulp."""
     B, Hq, D = q.shape
     bs, Hkv = k_cache.shape[1], k_cache.shape[2]
     N = block_table.shape[1] * bs
@@ -343,7 +378,12 @@ def paged_attention_decode_fallback(q, k_new, v_new, k_cache, v_cache, block_tab
     vf = torch.where(valid[..., None, None], vf, 0.0).repeat_interleave(Hq // Hkv, dim=2)
     scores = torch.einsum("bhd,bnhd->bhn", q.float(), kf) * scale
     scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
-    out = torch.einsum("bhn,bnhd->bhd", torch.softmax(scores, dim=-1), vf)
+    # the kernel's rounding points: P = exp(s - max) rounded to q's dtype for P.V, row sum over
+    # the unrounded fp32 P, one division, one rounding into q's dtype
+    p = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    p_r = p.to(q.dtype).float()
+    out = _psum_matmul(p_r.unsqueeze(-2), vf.permute(0, 2, 1, 3)).squeeze(-2)      # [B, Hq, D]
+    out = out / p.sum(dim=-1).unsqueeze(-1)
     return out.to(q.dtype)
 
 
@@ -380,6 +420,46 @@ def decode_fits(q, k_new, v_new, k_cache, v_cache, block_table, context_lens) ->
     return need <= MAX_DECODE_BYTES
 
 
+def check_decode_metadata(block_table: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
+                          block_size: int) -> None:
+    """Raise ValueError naming the first problem of a decode step's cache metadata: context_lens
+    outside 1 .. max_blocks * block_size, a block id outside -1 .. num_blocks - 1, a -1 entry
+    inside a sequence's context, or a block written this step (the one holding position
+    context_lens[b] - 1) that another sequence's context also uses. Host-side (reads the values)."""
+    if block_table.dim() != 2 or context_lens.dim() != 1 or context_lens.shape[0] != block_table.shape[0]:
+        raise ValueError(f"paged_attention_decode: block_table must be [B, max_blocks] and context_lens "
+                         f"[B], got {list(block_table.shape)} and {list(context_lens.shape)}")
+    B, MB = block_table.shape
+    cap = MB * block_size
+    table = block_table.to(torch.int64).cpu()
+    ctx = context_lens.to(torch.int64).cpu()
+    bad = ((ctx < 1) | (ctx > cap)).nonzero()
+    if bad.numel():
+        b = bad[0, 0].item()
+        raise ValueError(f"paged_attention_decode: context_lens[{b}] = {ctx[b].item()} outside 1 .. {cap} "
+                         f"(max_blocks {MB} * block_size {block_size})")
+    bad = ((table < -1) | (table >= num_blocks)).nonzero()
+    if bad.numel():
+        b, j = bad[0].tolist()
+        raise ValueError(f"paged_attention_decode: block_table[{b}, {j}] = {table[b, j].item()} outside "
+                         f"-1 .. {num_blocks - 1} (num_blocks {num_blocks})")
+    live = torch.arange(MB).unsqueeze(0) < ((ctx + block_size - 1) // block_size).unsqueeze(1)   # [B, MB]
+    bad = (live & (table < 0)).nonzero()
+    if bad.numel():
+        b, j = bad[0].tolist()
+        raise ValueError(f"paged_attention_decode: block_table[{b}, {j}] = -1 inside the context of "
+                         f"sequence {b} (context_lens {ctx[b].item()}, block_size {block_size})")
+    written = table.gather(1, ((ctx - 1) // block_size).unsqueeze(1))                          # [B, 1]
+    shared = live.unsqueeze(0) & (table.unsqueeze(0) == written.view(B, 1, 1))                 # [b, b2, MB]
+    shared &= ~torch.eye(B, dtype=torch.bool).unsqueeze(-1)
+    bad = shared.nonzero()
+    if bad.numel():
+        b, b2, j = bad[0].tolist()
+        raise ValueError(f"paged_attention_decode: sequence {b} writes block {written[b, 0].item()}, which "
+                         f"sequence {b2} also uses (block_table[{b2}, {j}]); a written block must not "
+                         f"be shared")
+
+
 def paged_attention_decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
                            k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                            context_lens: torch.Tensor, scale: float) -> torch.Tensor:
@@ -397,7 +477,15 @@ def paged_attention_decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Te
     <= 160 KiB per partition); else the fallback. The caches are declared mutated arguments of
     the kernel (``wrap_nki(..., mutates_args=("k_cache", "v_cache"))``), so the in-place write
     survives torch.compile.
+    Decision: in eager mode (not while torch.compile traces) the metadata are validated before
+    routing, so both routes refuse the same calls (``check_decode_metadata``). Raises:
+    ValueError for context_lens outside 1 .. max_blocks * block_size, a block id outside
+    -1 .. num_blocks - 1, a -1 entry inside a context, or a written block shared with another
+    sequence's context (read-only prefix sharing of other blocks is allowed). Compiled graphs
+    skip the check: there, invalid metadata give unspecified results.
     """
+    if not torch.compiler.is_compiling() and k_cache.dim() == 4:
+        check_decode_metadata(block_table, context_lens, k_cache.shape[0], k_cache.shape[1])
     if not decode_fits(q, k_new, v_new, k_cache, v_cache, block_table, context_lens):
         if not torch.compiler.is_compiling():
             routes.count(_decode.kernel_name, "fallback")
@@ -409,4 +497,4 @@ def paged_attention_decode(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Te
 
 __all__ = ["flash_attention", "flash_attention_kernel", "flash_attention_fallback", "flash_fits",
            "paged_attention_decode", "paged_attention_decode_kernel", "paged_attention_decode_fallback",
-           "decode_fits", "MAX_D", "MAX_S", "MAX_DECODE_BYTES"]
+           "decode_fits", "check_decode_metadata", "MAX_D", "MAX_S", "MAX_DECODE_BYTES"]

@@ -96,19 +96,44 @@ def kernel_fits(k, v, k_cache, v_cache, slot_mapping) -> bool:
             and k.shape[1] * k.shape[2] * k.element_size() <= MAX_ROW_BYTES)
 
 
+def check_slot_mapping(slot_mapping: torch.Tensor, num_slots: int) -> None:
+    """Raise ValueError naming the first problem of ``slot_mapping``: a slot outside
+    -1 .. num_slots - 1, or a slot (other than -1) given to two tokens. Host-side."""
+    if slot_mapping.dim() != 1:
+        raise ValueError(f"write_kv_cache: slot_mapping must be [T], got {list(slot_mapping.shape)}")
+    s = slot_mapping.to(torch.int64).cpu()
+    bad = ((s < -1) | (s >= num_slots)).nonzero()
+    if bad.numel():
+        t = bad[0, 0].item()
+        raise ValueError(f"write_kv_cache: slot_mapping[{t}] = {s[t].item()} outside -1 .. {num_slots - 1} "
+                         f"(num_blocks * block_size = {num_slots})")
+    used = s[s >= 0]
+    uniq, counts = used.unique(return_counts=True)
+    if (counts > 1).any():
+        slot = uniq[counts > 1][0].item()
+        t = (s == slot).nonzero()[:, 0].tolist()
+        raise ValueError(f"write_kv_cache: slot {slot} is written by tokens {t[0]} and {t[1]}; slots must "
+                         f"be distinct")
+
+
 def write_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                    slot_mapping: torch.Tensor) -> None:
     """Scatter prompt K/V into the paged cache, in place: token t goes to block
     ``slot_mapping[t] // block_size``, offset ``slot_mapping[t] % block_size``.
 
     Shapes: k, v [T, Hkv, D]; k_cache, v_cache [num_blocks, block_size, Hkv, D]; slot_mapping [T]
-    int32. Dtypes: float32 or bfloat16 (k, v and the caches alike). Slot -1 (padding) is skipped;
-    Decision: so is any slot outside 0 .. num_blocks*block_size - 1 (the kernel's oob_mode=skip),
-    in both routes. Duplicate slots: unspecified which token wins.
+    int32. Dtypes: float32 or bfloat16 (k, v and the caches alike). Slot -1 (padding) is skipped.
+    Decision: in eager mode (not while torch.compile traces) slot_mapping is validated before
+    routing (``check_slot_mapping``), both routes alike: ValueError for a slot outside
+    -1 .. num_blocks*block_size - 1 or a slot given to two tokens. Compiled graphs skip the check;
+    there an out-of-range slot is skipped by both routes (the kernel's oob_mode=skip) and for
+    duplicate slots it is unspecified which token wins.
     Route: the NKI kernel (LNC2, simulator) when ``can_run_kernel(k)`` and ``kernel_fits`` (same
     dtype everywhere, contiguous caches, Hkv*D row <= 64 KiB); else the fallback. Returns None;
     the caches are declared as mutated arguments of the kernel, so compiled graphs keep the write.
     """
+    if not torch.compiler.is_compiling() and k_cache.dim() == 4:
+        check_slot_mapping(slot_mapping, k_cache.shape[0] * k_cache.shape[1])
     if not kernel_fits(k, v, k_cache, v_cache, slot_mapping):
         if not torch.compiler.is_compiling():
             routes.count(_kernel.kernel_name, "fallback")
@@ -118,5 +143,5 @@ def write_kv_cache(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_ca
     return None
 
 
-__all__ = ["write_kv_cache", "write_kv_cache_kernel", "write_kv_cache_fallback", "scatter_rows",
+__all__ = ["write_kv_cache", "write_kv_cache_kernel", "write_kv_cache_fallback", "scatter_rows", "check_slot_mapping",
            "kernel_fits", "MAX_ROW_BYTES"]

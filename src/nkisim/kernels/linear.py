@@ -80,9 +80,23 @@ def linear_kernel(x, weight):
     return out
 
 
+def chunked_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """fp32 ``a @ b`` summed like the kernels' PSUM: one matmul per pmax (128) rows of the
+    contraction dim, the partial products added in order in fp32. Matches the simulator's
+    accumulation order, so bf16 results round the same way (plain BLAS over all of K reorders the
+    sum and flips a bf16 rounding now and then)."""
+    a, b = a.float(), b.float()
+    K, step = a.shape[-1], nl.tile_size.pmax
+    acc = a[..., 0:step] @ b[0:step]
+    for k0 in range(step, K, step):
+        acc = acc + a[..., k0:k0 + step] @ b[k0:k0 + step]
+    return acc
+
+
 def linear_fallback(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """PyTorch ``x @ weight``: fp32 math, cast back to x's dtype."""
-    return (x.float() @ weight.float()).to(x.dtype)
+    """PyTorch ``x @ weight``: fp32 math summed per 128 rows of K like the kernel's PSUM
+    (``chunked_matmul``), cast back to x's dtype."""
+    return chunked_matmul(x, weight).to(x.dtype)
 
 
 def _output_spec(x, weight):
@@ -138,5 +152,5 @@ def qkv_proj(x: torch.Tensor, w_qkv: torch.Tensor, n_q_heads: int, n_kv_heads: i
     return q, k, v
 
 
-__all__ = ["linear", "qkv_proj", "linear_kernel", "linear_fallback", "load_transposed", "kernel_fits",
+__all__ = ["linear", "qkv_proj", "linear_kernel", "linear_fallback", "load_transposed", "chunked_matmul", "kernel_fits",
            "MAX_K"]

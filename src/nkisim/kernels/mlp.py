@@ -12,7 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.torch import routes, wrap_nki
 
-from .linear import load_transposed
+from .linear import chunked_matmul, load_transposed
 
 MAX_H = 8192            # hidden size: x rows and x.T blocks stay in SBUF (<= 64 KiB/partition)
 MAX_I = 16384           # intermediate size: h.T stays in SBUF (<= 64 KiB/partition)
@@ -88,10 +88,10 @@ def swiglu_mlp_kernel(x, w_gate, w_up, w_down):
 
 def swiglu_mlp_fallback(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
                         w_down: torch.Tensor) -> torch.Tensor:
-    """PyTorch SwiGLU MLP: fp32 math; h rounded into x's dtype like the kernel; cast back."""
-    xf = x.float()
-    h = (torch.nn.functional.silu(xf @ w_gate.float()) * (xf @ w_up.float())).to(x.dtype)
-    return (h.float() @ w_down.float()).to(x.dtype)
+    """PyTorch SwiGLU MLP: fp32 math summed per 128 rows of the contraction like the kernel's
+    PSUM (``chunked_matmul``); h rounded into x's dtype like the kernel; cast back."""
+    h = (torch.nn.functional.silu(chunked_matmul(x, w_gate)) * chunked_matmul(x, w_up)).to(x.dtype)
+    return chunked_matmul(h, w_down).to(x.dtype)
 
 
 def _output_spec(x, w_gate, w_up, w_down):

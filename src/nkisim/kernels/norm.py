@@ -13,6 +13,7 @@ from nkisim.torch import routes, wrap_nki
 
 MAX_H = 8192            # hidden size the kernel accepts (x, out and gamma tiles: <= 40 KiB/partition)
 _DTYPES = (torch.float32, torch.bfloat16)
+_W_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # NKI float dtypes the DMA reads
 
 
 @nki.jit
@@ -76,16 +77,17 @@ _dispatch = routes.dispatch(_kernel, rms_norm_fallback)
 
 
 def kernel_fits(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """The kernel's own limits: x [T, H] with 1 <= H <= MAX_H, T >= 1, fp32/bf16; weight [H] float."""
+    """The kernel's own limits: x [T, H] with 1 <= H <= MAX_H, T >= 1, fp32/bf16; weight [H]
+    fp32/bf16/fp16 (float64 is no NKI dtype: the fallback takes it)."""
     return (x.dim() == 2 and weight.dim() == 1 and x.shape[0] >= 1 and 1 <= x.shape[1] <= MAX_H
-            and weight.shape[0] == x.shape[1] and x.dtype in _DTYPES and weight.dtype.is_floating_point)
+            and weight.shape[0] == x.shape[1] and x.dtype in _DTYPES and weight.dtype in _W_DTYPES)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dim: ``x / sqrt(mean(x**2, -1) + eps) * weight``.
 
     Shapes: x [T, H], weight [H] -> [T, H]. Dtypes: x float32 or bfloat16 (the output's dtype),
-    weight any float dtype; math in fp32, rounded once into x's dtype.
+    weight any float dtype (float64 goes to the fallback); math in fp32, rounded once into x's dtype.
     Route: the NKI kernel (LNC2, simulator) when ``can_run_kernel(x)`` and the kernel fits
     (T >= 1, H <= MAX_H = 8192, x fp32/bf16); otherwise the PyTorch fallback. Both counted in
     ``nkisim.torch.route_stats()`` under ``nkisim.kernels.norm.rms_norm_kernel``.

@@ -14,6 +14,7 @@ from nkisim.torch import routes, wrap_nki
 
 MAX_ROW = 8192          # n_heads * D elements per token the kernel accepts (SBUF per partition)
 _DTYPES = (torch.float32, torch.bfloat16)
+_CS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)   # NKI float dtypes the DMA reads
 
 
 @nki.jit
@@ -79,13 +80,13 @@ _dispatch = routes.dispatch(_kernel, rope_fallback)
 
 def kernel_fits(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
     """The kernel's limits: x [T >= 1, n_heads, D] fp32/bf16 with D even and n_heads * D <=
-    MAX_ROW; cos and sin [T, D // 2] float."""
+    MAX_ROW; cos and sin [T, D // 2] fp32/bf16/fp16 (float64 is no NKI dtype)."""
     if x.dim() != 3 or cos.dim() != 2 or sin.dim() != 2 or x.dtype not in _DTYPES:
         return False
     T, nh, d = x.shape
     return (T >= 1 and d >= 2 and d % 2 == 0 and 1 <= nh * d <= MAX_ROW
             and tuple(cos.shape) == (T, d // 2) and tuple(sin.shape) == (T, d // 2)
-            and cos.dtype.is_floating_point and sin.dtype.is_floating_point)
+            and cos.dtype in _CS_DTYPES and sin.dtype in _CS_DTYPES)
 
 
 def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -103,7 +103,10 @@ def greedy_sample(logits: torch.Tensor) -> torch.Tensor:
     Route: the NKI kernel (LNC2) when ``can_run_kernel(logits)`` and the kernel fits (V <= 2**24);
     else the fallback; counted under ``nkisim.kernels.sampling.greedy_sample_kernel``.
     Decision: NaN logits are unsupported (the two routes may disagree on them).
+    Raises: ValueError when logits is not 2-D (both routes).
     """
+    if logits.dim() != 2:
+        raise ValueError(f"greedy_sample: logits must be [B, V], got shape {list(logits.shape)}")
     if not kernel_fits(logits):
         if not torch.compiler.is_compiling():
             routes.count(_kernel.kernel_name, "fallback")
