@@ -9,21 +9,10 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
+from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_elementwise\.py:\d+\)$"
-
-
-def sb(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def ps(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-    nisa.tensor_copy(dst=t, src=sb(x))
-    return t
 
 
 def run(op, *arrays, dst_dtype=np.float32, dst_shape=None, target="trn2", **kw):

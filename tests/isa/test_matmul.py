@@ -11,6 +11,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
 from conftest import simulate
+from _tiles import load
 
 BF16 = ml_dtypes.bfloat16
 FP8 = ml_dtypes.float8_e4m3
@@ -23,16 +24,6 @@ def err(what):
 def ints(rng, shape, dtype, lo=-4, hi=5):
     """Small integers: every product and sum is exact in fp32, so the reference is exact."""
     return rng.integers(lo, hi, shape).astype(dtype)
-
-
-def load(x, buffer=nl.sbuf):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    if buffer is nl.psum:
-        p = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-        nisa.tensor_copy(dst=p, src=t)
-        t = p
-    return t
 
 
 def store(t):

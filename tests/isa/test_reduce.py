@@ -9,22 +9,11 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
+from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_reduce\.py:\d+\)$"
 RC = nisa.reduce_cmd
-
-
-def sb(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def ps(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-    nisa.tensor_copy(dst=t, src=sb(x))
-    return t
 
 
 def reduce(x, op, axis, dst_shape, dst_dtype=np.float32, **kw):

@@ -8,6 +8,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError
 from conftest import simulate
+from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_scan\.py:\d+\)$"
@@ -39,18 +40,6 @@ def _loop(d0, d1, init, f0, f1, reverse0, reverse1, out):
             a = f0(r, d0[i, j]) if reverse0 else f0(d0[i, j], r)
             r = f1(d1[i, j], a) if reverse1 else f1(a, d1[i, j])
             out[i, j] = r
-
-
-def sb(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def ps(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-    nisa.tensor_copy(dst=t, src=sb(x))
-    return t
 
 
 def scan(d0, d1, initial, op0, op1, dst_dtype=np.float32, dst_shape=None, **kw):

@@ -11,6 +11,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
+from _tiles import load
 
 BF16 = ml_dtypes.bfloat16
 FP32_MIN = np.float32(-3.4028235e38)
@@ -18,16 +19,6 @@ FP32_MIN = np.float32(-3.4028235e38)
 
 def err(op, what):
     return rf"^nisa\.{op}: {re.escape(what)} \(test_select\.py:\d+\)$"
-
-
-def load(x, buffer=nl.sbuf):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    if buffer is nl.psum:
-        p = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-        nisa.tensor_copy(dst=p, src=t)
-        t = p
-    return t
 
 
 def store(t):

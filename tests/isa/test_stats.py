@@ -8,6 +8,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import MemorySpaceError, ShapeError
 from conftest import simulate
+from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_stats\.py:\d+\)$"
@@ -15,18 +16,6 @@ LOC = r" \(test_stats\.py:\d+\)$"
 # (pairwise sums: error ~ log2(n) * 2^-24); 1e-5 leaves margin yet catches any formula slip
 # (a wrong count, n - 1 instead of n, or a swapped even/odd group is off by > 1e-3).
 TOL = dict(rtol=1e-5, atol=1e-6)
-
-
-def sb(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def ps(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.psum)
-    nisa.tensor_copy(dst=t, src=sb(x))
-    return t
 
 
 def stats_ref(x):
