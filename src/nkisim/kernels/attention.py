@@ -11,6 +11,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 from .kvcache import scatter_rows
@@ -49,9 +51,8 @@ def flash_attention_kernel(q, k, v, scale, causal=True):
     F = nl.tile_size.gemm_moving_fmax
     dt = q.dtype
     out = nl.ndarray((S, Hq, D), dtype=q.dtype, buffer=nl.shared_hbm)
-    per_core = -(-Hq // nl.num_programs(0))
-    h_start = nl.program_id(0) * per_core
-    h_stop = min(Hq, h_start + per_core)
+    h_start, h_count = core_share(Hq)
+    h_stop = h_start + h_count
     n_kt = -(-S // P)
 
     loaded_g = None
@@ -252,9 +253,8 @@ def paged_attention_decode_kernel(q, k_new, v_new, k_cache, v_cache, block_table
     out = nl.ndarray((B, Hq, D), dtype=q.dtype, buffer=nl.shared_hbm)
     k_flat = k_cache.reshape((NB * bs, HD))
     v_flat = v_cache.reshape((NB * bs, HD))
-    per_core = -(-B // nl.num_programs(0))
-    b_start = nl.program_id(0) * per_core
-    b_stop = min(B, b_start + per_core)
+    b_start, b_count = core_share(B)
+    b_stop = b_start + b_count
 
     # position within its block, per partition (chunks start on block boundaries)
     in_blk = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)

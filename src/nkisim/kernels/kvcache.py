@@ -10,6 +10,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 MAX_ROW_BYTES = 64 * 1024     # one token's Hkv * D elements per SBUF partition
@@ -31,9 +33,7 @@ def write_kv_cache_kernel(k, v, k_cache, v_cache, slot_mapping):
     NB, bs = k_cache.shape[0], k_cache.shape[1]
     HD = Hkv * D
     P = nl.tile_size.pmax
-    per_core = -(-T // nl.num_programs(0))
-    start = nl.program_id(0) * per_core
-    rows = max(0, min(per_core, T - start))
+    start, rows = core_share(T)
     caches = ((k, k_cache.reshape((NB * bs, HD))), (v, v_cache.reshape((NB * bs, HD))))
     for i in nl.affine_range(-(-rows // P)):
         t0 = start + i * P

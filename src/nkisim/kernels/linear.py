@@ -10,6 +10,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 MAX_K = 16384           # contraction size: x rows and x.T blocks stay in SBUF (<= 128 KiB/partition)
@@ -55,9 +57,7 @@ def linear_kernel(x, weight):
     TM = nl.tile_size.gemm_stationary_fmax
     TN = nl.tile_size.gemm_moving_fmax
     out = nl.ndarray((T, N), dtype=x.dtype, buffer=nl.shared_hbm)
-    per_core = -(-N // nl.num_programs(0))
-    c_start = nl.program_id(0) * per_core
-    cols = max(0, min(per_core, N - c_start))
+    c_start, cols = core_share(N)
     n_kt = -(-K // P)
 
     for tt in nl.affine_range(-(-T // TM) if cols else 0):

@@ -10,6 +10,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 from .linear import chunked_matmul, load_transposed
@@ -39,9 +41,7 @@ def swiglu_mlp_kernel(x, w_gate, w_up, w_down):
     TM = nl.tile_size.gemm_stationary_fmax
     TN = nl.tile_size.gemm_moving_fmax
     out = nl.ndarray((T, H), dtype=x.dtype, buffer=nl.shared_hbm)
-    per_core = -(-T // nl.num_programs(0))
-    start = nl.program_id(0) * per_core
-    rows = max(0, min(per_core, T - start))
+    start, rows = core_share(T)
     n_ht, n_it = -(-H // P), -(-I // P)
 
     for tt in nl.affine_range(-(-rows // TM)):

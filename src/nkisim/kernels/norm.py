@@ -9,6 +9,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 MAX_H = 8192            # hidden size the kernel accepts (x, out and gamma tiles: <= 40 KiB/partition)
@@ -29,9 +31,7 @@ def rms_norm_kernel(x, weight, eps):
     T, H = x.shape
     P = nl.tile_size.pmax
     out = nl.ndarray((T, H), dtype=x.dtype, buffer=nl.shared_hbm)
-    per_core = -(-T // nl.num_programs(0))
-    start = nl.program_id(0) * per_core
-    rows = max(0, min(per_core, T - start))
+    start, rows = core_share(T)
 
     # gamma on every partition (a DMA whose partition step is 0), eps as a bias column
     gamma = nl.ndarray((P, H), dtype=nl.float32, buffer=nl.sbuf)

@@ -10,6 +10,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 MAX_ROW = 8192          # n_heads * D elements per token the kernel accepts (SBUF per partition)
@@ -32,9 +34,7 @@ def rope_kernel(x, cos, sin):
     half = D // 2
     P = nl.tile_size.pmax
     out = nl.ndarray((T, NH, D), dtype=x.dtype, buffer=nl.shared_hbm)
-    per_core = -(-T // nl.num_programs(0))
-    start = nl.program_id(0) * per_core
-    rows = max(0, min(per_core, T - start))
+    start, rows = core_share(T)
 
     for i in nl.affine_range(-(-rows // P)):
         r0 = start + i * P

@@ -10,6 +10,8 @@ import torch
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+
+from .lnc import core_share
 from nkisim.torch import routes, wrap_nki
 
 CHUNK = 8192            # vocabulary elements searched per max8 (the ISA allows 8..16384)
@@ -35,9 +37,7 @@ def greedy_sample_kernel(logits):
     B, V = logits.shape
     P = nl.tile_size.pmax
     out = nl.ndarray((B,), dtype=nl.int32, buffer=nl.shared_hbm)
-    per_core = -(-B // nl.num_programs(0))
-    start = nl.program_id(0) * per_core
-    rows = max(0, min(per_core, B - start))
+    start, rows = core_share(B)
     n_chunks = -(-V // CHUNK)
     width = -(-V // n_chunks)                      # near-equal chunks: no tiny last chunk
 
