@@ -1,6 +1,8 @@
 """nkisim benchmarks: every figure is a ratio to plain NumPy computing the same result on the same
-inputs in the same run. BLAS is pinned to one thread (threadpoolctl); each case is timed several
-times and the median taken. Prints a table and writes the figures as JSON.
+inputs in the same run. BLAS is pinned to one thread (threadpoolctl). Each case warms up both sides
+once, then alternates one simulator run and one reference run several times (interleaved, so the
+machine's speed drift hits both series alike); the figure is the ratio of the two medians.
+Prints a table and writes the figures as JSON.
 
 Usage: python benchmarks/run.py [--quick] [--json PATH] [--only NAME,...]
 """
@@ -21,35 +23,61 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kernels  # noqa: E402
+import tutorial_kernels  # noqa: E402
 
 import nkisim.nki as nki  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnorm": 3.0,
-           "tensor_tensor_overhead": 2.0}
+           "tensor_tensor_overhead": 2.0, "matmul512_fp32_tutorial_tiled": 2.0,
+           "matmul512_fp32_tutorial_hoist": 2.0, "matmul512_fp32_tutorial_nl": 2.0}
+TUTORIAL = {"tiled": "tutorial-style nisa tiled kernel", "hoist": "tutorial-style hoisted loads",
+            "nl": "tutorial-style nl.load/nl.matmul"}
 
 
-def median_time(fn, repeat):
-    times = []
+def _seconds(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def interleaved_times(sim_fn, ref_fn, repeat):
+    """Median seconds of ``sim_fn`` and of ``ref_fn``, plus timing details for the JSON.
+
+    One warm-up call of each, then ``repeat`` rounds of one ``sim_fn`` call followed by one
+    ``ref_fn`` call, so a slow or fast spell of the machine lands on both series.
+    """
+    sim_fn()
+    ref_fn()
+    t_sim, t_ref = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        t_sim.append(_seconds(sim_fn))
+        t_ref.append(_seconds(ref_fn))
+    pair = statistics.median(s / r for s, r in zip(t_sim, t_ref))
+    return statistics.median(t_sim), statistics.median(t_ref), {
+        "timing": "interleaved", "runs": repeat, "pair_ratio_median": pair,
+        "sim_s_min": min(t_sim), "reference_s_min": min(t_ref)}
 
 
-def case_matmul(n, dtype, repeat):
+def case_matmul(n, dtype, repeat, kernel=kernels.matmul_tiled):
+    """``kernel(lhsT, rhs)`` (n, n, n) vs one numpy.matmul fp32 of the same (upcast) inputs."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     af, bf = a.astype(np.float32), b.astype(np.float32)
-    sim = nki.simulate(kernels.matmul_tiled)
+    sim = nki.simulate(kernel)
     out = sim(a, b)
     ref = af.T @ bf
     err = float(np.max(np.abs(out.astype(np.float32) - ref)) / np.max(np.abs(ref)))
-    t_sim = median_time(lambda: sim(a, b), repeat)
-    t_np = median_time(lambda: af.T @ bf, repeat)
-    return t_sim, t_np, {"max_rel_err": err}
+    t_sim, t_np, timing = interleaved_times(lambda: sim(a, b), lambda: af.T @ bf, repeat)
+    return t_sim, t_np, {"max_rel_err": err, "kernel": f"{kernel.__module__}.{kernel.__name__}",
+                         **timing}
+
+
+def case_tutorial(variant, repeat, n=512):
+    """A tiled matmul written in the public NKI tutorial's style (benchmarks/tutorial_kernels.py)."""
+    t_sim, t_np, extra = case_matmul(n, np.float32, repeat, tutorial_kernels.KERNELS[variant])
+    return t_sim, t_np, {**extra, "style": TUTORIAL[variant]}
 
 
 def case_overhead(repeat, n_ops=1000):
@@ -63,9 +91,9 @@ def case_overhead(repeat, n_ops=1000):
         for _ in range(n_ops):
             c = a + b
         return c
-    t_sim = median_time(lambda: sim(a, b, n_ops), repeat)
-    t_np = median_time(numpy_loop, repeat)
-    return t_sim, t_np, {"us_per_op_sim": t_sim / n_ops * 1e6, "us_per_op_numpy": t_np / n_ops * 1e6}
+    t_sim, t_np, timing = interleaved_times(lambda: sim(a, b, n_ops), numpy_loop, repeat)
+    return t_sim, t_np, {"us_per_op_sim": t_sim / n_ops * 1e6, "us_per_op_numpy": t_np / n_ops * 1e6,
+                         **timing}
 
 
 def case_lnc2(repeat):
@@ -75,9 +103,8 @@ def case_lnc2(repeat):
     lnc1 = nki.simulate(kernels.add_lnc)
     lnc2 = nki.simulate(kernels.add_lnc)[2]
     np.testing.assert_array_equal(lnc2(a, b), a + b)
-    t2 = median_time(lambda: lnc2(a, b), repeat)
-    t1 = median_time(lambda: lnc1(a, b), repeat)
-    return t2, t1, {"baseline": "LNC1 simulation of the same kernel"}
+    t2, t1, timing = interleaved_times(lambda: lnc2(a, b), lambda: lnc1(a, b), repeat)
+    return t2, t1, {"baseline": "LNC1 simulation of the same kernel", **timing}
 
 
 def case_example(name, repeat):
@@ -89,9 +116,9 @@ def case_example(name, repeat):
     out = sim(*inputs)
     ref = mod.reference(*inputs)
     err = float(np.max(np.abs(np.asarray(out, np.float32) - np.asarray(ref, np.float32))))
-    t_sim = median_time(lambda: sim(*inputs), repeat)
-    t_np = median_time(lambda: mod.reference(*inputs), repeat)
-    return t_sim, t_np, {"max_abs_err": err, "shapes": [list(x.shape) for x in inputs]}
+    t_sim, t_np, timing = interleaved_times(lambda: sim(*inputs), lambda: mod.reference(*inputs),
+                                            repeat)
+    return t_sim, t_np, {"max_abs_err": err, "shapes": [list(x.shape) for x in inputs], **timing}
 
 
 _MEM_CHILD = r"""
@@ -127,7 +154,7 @@ def case_tiny_llama(repeat, n_new=8):
     return sim["s_per_token"], ref["s_per_token"], {
         "unit": "seconds per generated token (decode)", "n_new": n_new, "prompt_lens": [11, 23],
         "prefill_sim_s": sim["prefill_s"], "prefill_fallback_s": ref["prefill_s"],
-        "max_abs_logit_diff": sim["max_abs_logit_diff"]}
+        "max_abs_logit_diff": sim["max_abs_logit_diff"], "timing": "grouped by mode (model.py)"}
 
 
 def main(argv=None):
@@ -142,6 +169,9 @@ def main(argv=None):
         ("matmul512_fp32", "one numpy.matmul fp32", lambda: case_matmul(512, np.float32, rep)),
         ("matmul512_bf16", "one numpy.matmul fp32", lambda: case_matmul(512, BF16, rep)),
         ("matmul2048_bf16", "one numpy.matmul fp32", lambda: case_matmul(2048, BF16, max(1, rep // 2))),
+        ("matmul512_fp32_tutorial_tiled", "one numpy.matmul fp32", lambda: case_tutorial("tiled", rep)),
+        ("matmul512_fp32_tutorial_hoist", "one numpy.matmul fp32", lambda: case_tutorial("hoist", rep)),
+        ("matmul512_fp32_tutorial_nl", "one numpy.matmul fp32", lambda: case_tutorial("nl", rep)),
         ("softmax", "NumPy softmax", lambda: case_example("softmax", rep)),
         ("rmsnorm", "NumPy RMSNorm", lambda: case_example("rmsnorm", rep)),
         ("tensor_tensor_overhead", "1000 NumPy adds", lambda: case_overhead(rep)),
@@ -169,8 +199,9 @@ def main(argv=None):
             verdict = "" if target is None else ("ok" if ratio <= target else "OVER")
             results["cases"][name] = {"sim_s": t_sim, "reference_s": t_ref, "ratio": ratio,
                                       "baseline": baseline, "target": target, **extra}
+            note = f"{verdict} vs {baseline}" + (f" ({extra['style']})" if "style" in extra else "")
             rows.append((name, f"{t_sim * 1e3:.2f}", f"{t_ref * 1e3:.2f}", f"{ratio:.2f}",
-                         "-" if target is None else f"<= {target}", f"{verdict} vs {baseline}"))
+                         "-" if target is None else f"<= {target}", note))
         if not only or "memory2048_bf16" in only:
             if not args.quick:
                 extra, io_bytes = case_memory()

@@ -1,12 +1,40 @@
-"""The benchmark script stays runnable (timings themselves are never asserted here)."""
+"""The benchmark script stays runnable and its kernels stay correct (timings are never asserted)."""
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conftest import simulate
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUN = os.path.join(HERE, "..", "benchmarks", "run.py")
+BENCH = os.path.join(HERE, "..", "benchmarks")
+RUN = os.path.join(BENCH, "run.py")
+TUTORIAL_CASES = ["matmul512_fp32_tutorial_tiled", "matmul512_fp32_tutorial_hoist",
+                  "matmul512_fp32_tutorial_nl"]
+
+
+def _load(name):
+    """Import benchmarks/<name>.py as a module (the directory is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def run_mod():
+    return _load("run")
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    return _load("tutorial_kernels")
 
 
 def test_every_case_function_the_table_names_exists():
@@ -16,10 +44,65 @@ def test_every_case_function_the_table_names_exists():
     assert called <= defined, called - defined
 
 
-def test_quick_run_of_one_case_writes_json(tmp_path):
+def test_quick_run_of_some_cases_writes_json(tmp_path):
     out = tmp_path / "bench.json"
-    res = subprocess.run([sys.executable, RUN, "--quick", "--only", "lnc2_add", "--json", str(out)],
+    only = ",".join(["lnc2_add", *TUTORIAL_CASES])
+    res = subprocess.run([sys.executable, RUN, "--quick", "--only", only, "--json", str(out)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    data = json.loads(out.read_text())
-    assert data["cases"]["lnc2_add"]["ratio"] > 0
+    cases = json.loads(out.read_text())["cases"]
+    assert set(cases) == {"lnc2_add", *TUTORIAL_CASES}
+    for name, case in cases.items():
+        for key in ("sim_s", "reference_s", "ratio", "baseline", "target", "timing", "runs",
+                    "pair_ratio_median", "sim_s_min", "reference_s_min"):
+            assert key in case, (name, key)
+        assert case["ratio"] == pytest.approx(case["sim_s"] / case["reference_s"])
+        assert case["timing"] == "interleaved" and case["runs"] == 5
+    for name in TUTORIAL_CASES:
+        assert cases[name]["target"] == 2.0
+        assert cases[name]["baseline"] == "one numpy.matmul fp32"
+        assert cases[name]["style"].startswith("tutorial-style")
+        assert cases[name]["max_rel_err"] < 1e-5
+        assert name in res.stdout
+    assert res.stdout.count("tutorial-style") == len(TUTORIAL_CASES)
+
+
+def test_interleaved_times_alternates_after_one_warm_up_each(run_mod):
+    calls = []
+    t_sim, t_ref, extra = run_mod.interleaved_times(lambda: calls.append("sim"),
+                                                    lambda: calls.append("ref"), 4)
+    assert calls == ["sim", "ref"] * 5
+    assert extra["timing"] == "interleaved" and extra["runs"] == 4
+    assert t_sim >= extra["sim_s_min"] > 0 and t_ref >= extra["reference_s_min"] > 0
+
+
+@pytest.mark.parametrize("variant", ["tiled", "hoist", "nl"])
+@pytest.mark.parametrize("K,M,N", [(256, 256, 512), (384, 128, 1024)])
+def test_tutorial_kernel_matches_numpy_fp32(tutorial, variant, K, M, N):
+    rng = np.random.default_rng(K + M + N)
+    lhsT = rng.standard_normal((K, M), dtype=np.float32)
+    rhs = rng.standard_normal((K, N), dtype=np.float32)
+    out = simulate(tutorial.KERNELS[variant], lhsT, rhs)
+    expected = lhsT.astype(np.float64).T @ rhs.astype(np.float64)
+    assert out.shape == (M, N) and out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["tiled", "hoist", "nl"])
+def test_tutorial_kernel_bf16_rounds_once_into_the_output(tutorial, variant):
+    bf16 = ml_dtypes.bfloat16
+    rng = np.random.default_rng(1)
+    lhsT = rng.standard_normal((256, 128), dtype=np.float32).astype(bf16)
+    rhs = rng.standard_normal((256, 512), dtype=np.float32).astype(bf16)
+    out = simulate(tutorial.KERNELS[variant], lhsT, rhs)
+    exact = lhsT.astype(np.float64).T @ rhs.astype(np.float64)
+    assert out.dtype == bf16
+    # fp32 accumulation then one rounding to bf16: within one bf16 ulp (2**-8 relative) of exact
+    np.testing.assert_allclose(out.astype(np.float64), exact, rtol=2.0**-8, atol=1e-3)
+
+
+def test_tutorial_kernel_rejects_shapes_off_the_tile_grid(tutorial):
+    lhsT = np.zeros((256, 100), np.float32)
+    rhs = np.zeros((256, 512), np.float32)
+    with pytest.raises(AssertionError, match=r"need K % 128 == M % 128 == N % 512 == 0, got K=256 M=100 N=512"):
+        simulate(tutorial.KERNELS["tiled"], lhsT, rhs)

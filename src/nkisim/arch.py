@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)   # identity equality and hash: cheap memo keys
 class Target:
     """Hardware description of one NeuronCore generation (per core)."""
     name: str                         # trn1 | trn2 | trn3

@@ -24,6 +24,7 @@ def _is_internal(filename: str) -> bool:
 
 
 _BASENAME: dict = {}     # code object -> basename of a user file, or None for nkisim's own code
+_LOCATION: dict = {}     # (code object, instruction offset) -> "file:line"
 
 
 def kernel_location(depth: int = 1) -> str:
@@ -37,7 +38,13 @@ def kernel_location(depth: int = 1) -> str:
             base = _BASENAME[code] = (None if _is_internal(code.co_filename)
                                       else os.path.basename(code.co_filename))
         if base is not None:
-            return f"{base}:{frame.f_lineno}"
+            key = (code, frame.f_lasti)
+            loc = _LOCATION.get(key)
+            if loc is None:
+                if len(_LOCATION) > 65536:
+                    _LOCATION.clear()
+                loc = _LOCATION[key] = f"{base}:{frame.f_lineno}"
+            return loc
         frame = frame.f_back
     return "?"
 

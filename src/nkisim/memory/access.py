@@ -16,9 +16,10 @@ from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, Sha
 from ..checks import races, uninit
 from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
 from .capacity import CoreMemory
-from .tensor import Allocation, NkiTensor, contiguous_view
+from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
 
 F32 = np.dtype(np.float32)
+_TF32 = _dt.tfloat32
 
 
 _DTYPE_OK: dict = {}     # (dtype as given, target name) -> canonical dtype, for dtypes that passed
@@ -48,16 +49,35 @@ def _check_dtype(op: str, what: str, dtype, target) -> np.dtype:
     return d
 
 
-def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True) -> NkiTensor:
-    """A new tensor of ``shape``/``dtype`` in ``buffer``, filled with NaN (floats) / 4 (ints).
+_LAYOUT: dict = {}   # (shape, dtype, buffer, target, precise) as given -> checked _Layout
 
-    On SBUF/PSUM dim 0 is the partition dim (<= target.pmax); one allocation's bytes per partition
-    must fit the target's usable SBUF (or PSUM) per partition. Under LNC2 the k-th ``shared_hbm``
-    allocation of every core is one tensor (both cores see the same memory).
-    Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer).
-    """
-    core = state.core(op)
-    target = core.target
+
+class _Layout:
+    """What ``allocate`` derives from its arguments once per distinct (shape, dtype, buffer,
+    target, precision): the checked shape, dtype and buffer, the storage dtype, the element
+    count, the row-major strides and the bytes per partition (on-chip)."""
+    __slots__ = ("shape", "dtype", "buffer", "sdt", "n", "strides", "per_part", "on_chip")
+
+    def __init__(self, shape, dtype, buffer, precise):
+        self.shape, self.dtype, self.buffer = shape, dtype, buffer
+        self.sdt = _dt.storage_dtype(dtype, precise)
+        self.n = math.prod(shape)
+        self.strides = _contiguous_strides(shape)
+        self.on_chip = buffer in ON_CHIP
+        self.per_part = math.prod(shape[1:]) * dtype.itemsize
+
+
+def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
+    """The checked layout of a new allocation (memoised: the rules depend on these values only).
+
+    Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer)."""
+    try:
+        key = (shape, dtype, buffer, target, precise)
+        return _LAYOUT[key]
+    except KeyError:
+        pass
+    except TypeError:       # an unhashable shape (a list): check it, do not remember it
+        key = None
     buf = as_buffer(buffer)
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
@@ -68,17 +88,43 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     if any(s < 0 for s in shape) or not shape:
         raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
     dt = check_dtype(op, "tensor", dtype, target)
-    if buf in ON_CHIP:
+    lay = _Layout(shape, dt, buf, precise)
+    if lay.on_chip:
         if shape[0] > target.pmax:
-            raise ShapeError(op, f"partition dim {shape[0]} of {buf} tensor {name or shape} exceeds "
+            raise ShapeError(op, f"partition dim {shape[0]} of {buf} tensor {{name}} exceeds "
                                  f"{target.pmax} on {target.name}")
-        per_part = math.prod(shape[1:]) * dt.itemsize
         limit = target.psum_partition_bytes if buf is psum else target.sbuf_usable_bytes
-        if per_part > limit:
-            raise CapacityError(op, f"{buf} tensor {name or shape} needs {per_part} bytes per partition, "
+        if lay.per_part > limit:
+            raise CapacityError(op, f"{buf} tensor {{name}} needs {lay.per_part} bytes per partition, "
                                     f"exceeds {limit} bytes per partition on {target.name}")
+    if key is not None:
+        if len(_LAYOUT) > 4096:
+            _LAYOUT.clear()
+        _LAYOUT[key] = lay
+    return lay
+
+
+def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True) -> NkiTensor:
+    """A new tensor of ``shape``/``dtype`` in ``buffer``, filled with NaN (floats) / 4 (ints).
+
+    On SBUF/PSUM dim 0 is the partition dim (<= target.pmax); one allocation's bytes per partition
+    must fit the target's usable SBUF (or PSUM) per partition. Under LNC2 the k-th ``shared_hbm``
+    allocation of every core is one tensor (both cores see the same memory).
+    Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer).
+    """
+    core = state.core(op)
     launch = core.launch
+    settings = launch.settings
+    try:
+        lay = _layout(op, shape, dtype, buffer, core.target, settings.precise_fp)
+    except NkiError as exc:             # name the tensor in the message (the layout is shared)
+        if "{name}" in exc.what:
+            shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+            raise type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where) from None
+        raise
+    buf = lay.buffer
     if buf is shared_hbm and launch.lnc > 1:
+        shape, dt = lay.shape, lay.dtype
         with launch.lock:
             k = core.shared_count
             core.shared_count += 1
@@ -88,28 +134,28 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
                     raise ShapeError(op, f"shared_hbm allocation #{k} differs between cores: "
                                          f"{alloc.shape} {_dt.name(alloc.dtype)} vs {shape} {_dt.name(dt)}")
                 return contiguous_view(alloc)
-            alloc = _new_alloc(shape, dt, buf, name, None, launch.settings, fill, core)
+            alloc = _new_alloc(lay, name, None, settings, fill, core)
             launch.shared_allocs.append(alloc)
             return contiguous_view(alloc)
-    core_id = None if buf is shared_hbm else core.core_id
-    mem = None
-    if buf in ON_CHIP:
+    if lay.on_chip:
         mem = core.memory
         if mem is None:
-            mem = core.memory = CoreMemory(target)
-    alloc = _new_alloc(shape, dt, buf, name, core_id, launch.settings, fill, core, mem)
-    if mem is not None:
-        alloc.rec = mem.add(alloc, math.prod(shape[1:]) * dt.itemsize)   # checked at kernel end
-    return contiguous_view(alloc)
+            mem = core.memory = CoreMemory(core.target)
+        alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
+        alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
+    else:
+        alloc = _new_alloc(lay, name, None if buf is shared_hbm else core.core_id, settings, fill, core)
+    t = NkiTensor(alloc, lay.shape, lay.strides, 0)
+    t._whole = True
+    return t
 
 
-def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core, mem=None):
-    sdt = _dt.storage_dtype(dt, settings.precise_fp)
-    n = math.prod(shape)
-    storage = mem.pool.take(n, sdt) if mem is not None else None
+def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
+    storage = mem.pool.take(lay.n, lay.sdt) if mem is not None else None
     if storage is None:
-        storage = np.empty(n, sdt)
-    alloc = Allocation(storage, buf, shape, dt, name, core_id, kernel_location(), settings.precise_fp)
+        storage = np.empty(lay.n, lay.sdt)
+    alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(),
+                       settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
     #                             write covers the whole allocation (see write / NkiTensor.np)
     if mem is not None:
@@ -117,7 +163,7 @@ def _new_alloc(shape, dt, buf, name, core_id, settings, fill, core, mem=None):
     core.serial += 1
     alloc.serial = core.serial
     if settings.uninitialized_reads == "raise":
-        alloc.init = np.zeros(n, np.bool_)
+        alloc.init = np.zeros(lay.n, np.bool_)
     if settings.detect_races:
         alloc.watch = races.watch_access
     return alloc
@@ -247,7 +293,10 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     else:
         if add:
             values = dst.astype(F32) + np.asarray(values).reshape(dst.shape)
-        arr = _dt.round_into(values, t.dtype, alloc.precise)
+        if type(values) is np.ndarray and values.dtype is dst.dtype and t.dtype is not _TF32:
+            arr = values            # already in the storage dtype: nothing to round
+        else:
+            arr = _dt.round_into(values, t.dtype, alloc.precise)
         if arr.shape != dst.shape and arr.size == dst.size:
             arr = arr.reshape(dst.shape)
         dst[...] = arr
@@ -280,14 +329,18 @@ def out_f32(t: NkiTensor):
 
 def _settle(t: NkiTensor) -> None:
     """Before a first write: skip the sentinel fill when the write covers the whole allocation."""
-    if t.storage is t.alloc.storage and t.covers_all():
+    if _whole(t):
         t.alloc.skip_fill()
     else:
         t.alloc.fill()
 
 
 def _whole(t: NkiTensor) -> bool:
-    return t.storage is t.alloc.storage and t.covers_all()
+    """True when the view covers its allocation's storage exactly (cached on the view)."""
+    w = t._whole
+    if w is None:
+        w = t._whole = t.storage is t.alloc.storage and t.covers_all()
+    return w
 
 
 def matmul_flags(t: NkiTensor):

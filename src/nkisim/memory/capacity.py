@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import sys
+import threading
 
 from .. import dtypes as _dt
 from ..errors import CapacityError
@@ -47,29 +48,40 @@ class Rec:
 
 class StoragePool:
     """Storage arrays of dead on-chip allocations, reused by later allocations of the same size
-    and dtype (fresh memory costs page faults on every tile). An array is reused only when nothing
-    else refers to it; at most ``per_key`` are kept per (size, dtype)."""
-    __slots__ = ("free", "per_key")
+    and dtype, in this launch and later ones (fresh memory costs a page fault per 4 KiB on first
+    touch, which on a VM is as slow as the copy itself). An array is reused only when nothing
+    else refers to it; at most ``per_key`` are kept per (size, dtype) and ``max_bytes`` in all.
+    Thread-safe: LNC2 cores allocate from their own threads and the garbage collector may
+    return storage from any thread."""
+    __slots__ = ("free", "per_key", "max_bytes", "nbytes", "lock")
 
-    def __init__(self, per_key: int = 8):
+    def __init__(self, per_key: int = 8, max_bytes: int = 256 << 20):
         self.free: dict = {}
-        self.per_key = per_key
+        self.per_key, self.max_bytes, self.nbytes = per_key, max_bytes, 0
+        self.lock = threading.Lock()
 
     def give(self, storage) -> None:
         key = (storage.size, storage.dtype)
-        lst = self.free.get(key)
-        if lst is None:
-            lst = self.free[key] = []
-        if len(lst) < self.per_key:
-            lst.append(storage)
+        with self.lock:
+            lst = self.free.get(key)
+            if lst is None:
+                lst = self.free[key] = []
+            if len(lst) < self.per_key and self.nbytes + storage.nbytes <= self.max_bytes:
+                lst.append(storage)
+                self.nbytes += storage.nbytes
 
     def take(self, size, dtype):
-        lst = self.free.get((size, dtype))
-        while lst:
-            arr = lst.pop()
-            if sys.getrefcount(arr) <= 2:      # this local and the call's argument only
-                return arr
+        with self.lock:
+            lst = self.free.get((size, dtype))
+            while lst:
+                arr = lst.pop()
+                self.nbytes -= arr.nbytes
+                if sys.getrefcount(arr) <= 2:      # this local and the call's argument only
+                    return arr
         return None
+
+
+POOL = StoragePool()     # one per process: storage outlives the launch that made it
 
 
 class CoreMemory:
@@ -79,7 +91,7 @@ class CoreMemory:
         self.target = target
         self.clock = 0
         self.recs: list[Rec] = []
-        self.pool = StoragePool()
+        self.pool = POOL
 
     def add(self, alloc, nbytes: int) -> Rec:
         """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""

@@ -99,7 +99,7 @@ class NkiTensor:
     Shapes: dim 0 of an SBUF/PSUM tensor is the partition dimension; the rest are free dims laid out
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
-    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np")
+    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -109,6 +109,7 @@ class NkiTensor:
         self.offset = offset
         self.dtype = alloc.dtype if dtype is None else dtype
         self._np = None
+        self._whole = None      # covers its allocation's storage exactly (access._whole), if known
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -554,7 +555,9 @@ def _fill_minus_one(shape, total, op):
 
 def contiguous_view(alloc: Allocation) -> NkiTensor:
     """The full row-major view of a fresh allocation."""
-    return NkiTensor(alloc, alloc.shape, _contiguous_strides(alloc.shape), 0)
+    t = NkiTensor(alloc, alloc.shape, _contiguous_strides(alloc.shape), 0)
+    t._whole = True
+    return t
 
 
 __all__ = ["Allocation", "NkiTensor", "contiguous_view"]
