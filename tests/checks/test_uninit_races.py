@@ -1,11 +1,17 @@
 """Strict uninitialised reads and race detection (checks/uninit.py, checks/races.py)."""
+import re
+
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+from nkisim.checks import races
 from nkisim.errors import RaceError, UninitializedReadError
+from nkisim.memory.buffers import shared_hbm
+from nkisim.memory.tensor import Allocation, contiguous_view
 
 
 def strict(kernel):
@@ -151,3 +157,441 @@ def test_lnc2_shared_write_read_without_barrier_races():
     with_barrier = False
     with pytest.raises(RaceError, match=r"with no core_barrier between"):
         racy(kernel)[2](x)
+
+
+# ---- race detection: exactness of the interval fast path (checks/races.py) ------------------
+
+LOC = re.compile(r"\(test_uninit_races\.py:\d+\)")
+SHAPE = (4, 6)
+LOOP_MSG = ("nki: operand {verb} {n} element(s) of shared_hbm tensor 't' (4, 6) float32 in affine_range "
+            "iteration {it} that {other} {other_verb} ({line}); affine_range iterations must be "
+            "independent: use sequential_range for a loop-carried dependency (loop at L) (L)")
+CORE_MSG = ("nki: core {core} {verb} {n} element(s) of shared_hbm tensor 't' (4, 6) that core {other} "
+            "{what} ({line}) with no core_barrier between (L)")
+
+
+def _tensor():
+    alloc = Allocation(np.zeros(24, np.float32), shared_hbm, SHAPE, np.dtype(np.float32), name="t")
+    return contiguous_view(alloc)
+
+
+@st.composite
+def views(draw):
+    """A random 2-D access pattern over the (4, 6) storage: any step (negative, 0), any count."""
+    n0, n1 = draw(st.integers(0, 4)), draw(st.integers(0, 4))
+    s0, s1 = draw(st.integers(-8, 8)), draw(st.integers(-8, 8))
+    lo = min(0, (n0 - 1) * s0) + min(0, (n1 - 1) * s1) if n0 and n1 else 0
+    hi = max(0, (n0 - 1) * s0) + max(0, (n1 - 1) * s1) if n0 and n1 else 0
+    if hi - lo > 23:
+        n1 = 1 if n0 else 0
+        lo, hi = min(0, (n0 - 1) * s0), max(0, (n0 - 1) * s0)
+        if hi - lo > 23:
+            n0 = 1
+            lo = hi = 0
+    off = draw(st.integers(-lo, 23 - hi))
+    return ([[s0, n0], [s1, n1]], off)
+
+
+def _offsets(t):
+    """Every element's storage offset (view order), independently of checks/races.py."""
+    idx = np.indices(t.shape).reshape(len(t.shape), -1)
+    return t.offset + sum(i * s for i, s in zip(idx, t.strides))
+
+
+class _RefLoop:
+    """The per-element algorithm applied eagerly to every access (the specification)."""
+
+    def __init__(self):
+        self.w, self.r = np.full(24, -1), np.full(24, -1)
+        self.acc = np.zeros(24, bool)
+        self.lines = set()
+
+    def record(self, pos, values, t, kind, mm):
+        offs = _offsets(t)
+        w = self.w[offs]
+        other_w = (w != -1) & (w != pos)
+        verb = "writes" if kind == "w" else "reads"
+        found = None
+        if kind == "w":
+            if mm:
+                other_w &= ~self.acc[offs]
+            r = self.r[offs]
+            other_r = (r != -1) & (r != pos)
+            if other_w.any():
+                found = (other_w, w[other_w][0], "wrote", "w")
+            elif other_r.any():
+                found = (other_r, r[other_r][0], "read", "r")
+        elif other_w.any():
+            found = (other_w, w[other_w][0], "wrote", "w")
+        if found:
+            mask, j, other_verb, other_kind = found
+            if j >= 0:
+                other = f"iteration {values[j]}"
+                line = "L" if (values[j], other_kind) in self.lines else "?"
+            else:
+                other, line = "several other iterations", "?"
+            return LOOP_MSG.format(verb=verb, n=int(mask.sum()), it=values[pos], other=other,
+                                   other_verb=other_verb, line=line)
+        if kind == "w":
+            self.w[offs] = pos
+            self.acc[offs] = mm
+        else:
+            r = self.r[offs]
+            self.r[offs] = np.where((r == -1) | (r == pos), pos, -2)
+        self.lines.add((values[pos], kind))
+        return None
+
+
+def _limits(log_max, max_intervals):
+    old = races._LOG_MAX, races._MAX_INTERVALS
+    races._LOG_MAX, races._MAX_INTERVALS = log_max, max_intervals
+    return old
+
+
+accesses = st.tuples(views(), st.sampled_from("rw"), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(iterations=st.lists(st.lists(accesses, max_size=4), min_size=1, max_size=4),
+       start=st.integers(-3, 3), shuffle=st.randoms(use_true_random=False),
+       log_max=st.sampled_from([0, 1, 3, 512]), max_intervals=st.sampled_from([1, 2, 4096]))
+def test_loop_scope_matches_the_per_element_algorithm(iterations, start, shuffle, log_max, max_intervals):
+    """Every access (kept going after a race, as findings="all" does) gives the same finding and
+    message as checking every element eagerly; negative iteration values included."""
+    values = list(range(start, start + len(iterations)))
+    shuffle.shuffle(values)
+    t = _tensor()
+    old = _limits(log_max, max_intervals)
+    try:
+        scope, ref = races.LoopScope(1, "L"), _RefLoop()
+        for pos, accs in enumerate(iterations):
+            scope.iteration = values[pos]
+            for (pattern, off), kind, mm in accs:
+                v = t.ap(pattern, offset=off)
+                want = ref.record(pos, values, v, kind, mm and kind == "w")
+                try:
+                    scope.record(v, kind, mm and kind == "w")
+                    got = None
+                except RaceError as e:
+                    got = LOC.sub("(L)", str(e))
+                assert got == want
+    finally:
+        _limits(*old)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 1), views(), st.sampled_from("rw"), st.integers(0, 2)),
+                      max_size=12),
+       log_max=st.sampled_from([0, 2, 512]), max_intervals=st.sampled_from([1, 4096]))
+def test_shared_races_match_the_per_element_algorithm(steps, log_max, max_intervals):
+    """LNC2 epochs: each core's epoch only grows (by 0-2 per step); same findings as eager."""
+    t = _tensor()
+    w_ep, r_ep = np.full((2, 24), -1), np.full((2, 24), -1)
+    lines, epoch = set(), [0, 0]
+    old = _limits(log_max, max_intervals)
+    try:
+        shared = races.SharedRaces()
+        for core, (pattern, off), kind, bump in steps:
+            epoch[core] += bump
+            v, other = t.ap(pattern, offset=off), 1 - core
+            offs = _offsets(v)
+            clash, what = w_ep[other, offs] == epoch[core], "wrote"
+            if kind == "w" and not clash.any():
+                clash, what = r_ep[other, offs] == epoch[core], "read"
+            want = None
+            if clash.any():
+                want = CORE_MSG.format(core=core, verb="writes" if kind == "w" else "reads", n=int(clash.sum()),
+                                       other=other, what=what,
+                                       line="L" if (other, what[0]) in lines else "?")
+            else:
+                (w_ep if kind == "w" else r_ep)[core, offs] = epoch[core]
+                lines.add((core, kind))
+            try:
+                shared.record(v, kind, core, epoch[core])
+                got = None
+            except RaceError as e:
+                got = LOC.sub("(L)", str(e))
+            assert got == want
+    finally:
+        _limits(*old)
+
+
+def test_intervals_merge_touching_and_answer_overlap():
+    s = races.Intervals()
+    for lo, hi in [(10, 12), (0, 2), (20, 25), (3, 4), (14, 15)]:
+        s.add(lo, hi)
+    assert (s.lo, s.hi) == ([0, 10, 14, 20], [4, 12, 15, 25])
+    assert s.meets(13, 13) is False and s.meets(5, 9) is False and s.meets(26, 30) is False
+    assert s.meets(12, 13) and s.meets(9, 10) and s.meets(5, 100) and s.meets(-5, 0)
+    s.add(5, 19)
+    assert (s.lo, s.hi) == ([0], [25])
+
+
+def test_columns_of_a_view_cut_in_rows():
+    t = _tensor()                                             # (4, 6): rows of 6 elements
+    assert races.columns(t[:, 2:4], 6) == (2, 3)
+    assert races.columns(t.permute((1, 0))[1:3, :], 6) == (1, 2)
+    assert races.columns(t.ap([[-6, 2], [-1, 3]], offset=17), 6) == (3, 5)
+    assert races.columns(t.ap([[1, 4]], offset=4), 6) == (0, 5)     # wraps into the next row
+    assert races.columns(t.ap([[7, 2]], offset=0), 6) == (0, 5)     # stride 7 moves the column
+    assert races.span(t[1:3, 2:4]) == (8, 15) and races.span(t[:, 0:0]) is None
+
+
+# ---- race detection through kernels: the fast paths still catch every race ------------------
+
+def _copy_in(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+RACE = (r"^nisa\.{op}: {operand} {verb} {n} element\(s\) of {buf} tensor {name}{shape} float32 in "
+        r"affine_range iteration {it} that {other} {other_verb} \({line}\); affine_range iterations must "
+        r"be independent: use sequential_range for a loop-carried dependency \(loop at "
+        r"test_uninit_races\.py:\d+\) \(test_uninit_races\.py:\d+\)$")
+LINE = r"test_uninit_races\.py:\d+"
+
+
+def race(op="dma_copy", operand="dst", verb="writes", n=4, buf="shared_hbm", name="out", shape=r"\(4, 8\)",
+         it=1, other="iteration 0", other_verb="wrote", line=LINE):
+    name = f"'{name}' " if name else ""
+    return RACE.format(op=op, operand=operand, verb=verb, n=n, buf=buf, name=name, shape=shape, it=it,
+                       other=other, other_verb=other_verb, line=line)
+
+
+def tiles_kernel(width, step):
+    """Iteration i writes columns [i*step, i*step + width) of one output."""
+    def kernel(x):
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        for i in nl.affine_range(2):
+            t = nl.ndarray((4, width), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[:, i * step:i * step + width])
+            nisa.dma_copy(dst=out[:, i * step:i * step + width], src=t)
+        return out
+    return kernel
+
+
+def test_disjoint_output_tiles_are_not_a_race():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(racy(tiles_kernel(4, 4))(x), x)
+
+
+def test_partially_overlapping_output_tiles_race():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    with pytest.raises(RaceError, match=race(n=8)):          # columns 3..4 of 4 rows
+        racy(tiles_kernel(5, 3))(x)
+
+
+def test_transposed_view_write_races_with_a_column_write():
+    def kernel(x):
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        for i in nl.affine_range(2):
+            if i == 0:     # row 0, written through column 0 of the transposed view
+                nisa.dma_copy(dst=out.permute((1, 0))[:, 0:1], src=x.permute((1, 0))[:, 0:1])
+            else:          # column 2 meets row 0 in one element
+                nisa.dma_copy(dst=out[:, 2:3], src=x[:, 2:3])
+        return out
+    with pytest.raises(RaceError, match=race(n=1)):
+        racy(kernel)(np.ones((4, 8), np.float32))
+
+
+def test_negative_stride_view_races_and_disjoint_one_does_not():
+    def kernel(x):
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        for i in nl.affine_range(2):
+            # iteration i writes row (3 - i) through a reversed-rows pattern; with ``clash`` the
+            # second iteration writes rows 2..3 reversed
+            rows = 2 if clash and i == 1 else 1
+            dst = out.ap([[-8, rows], [1, 8]], offset=(3 - i) * 8 + (8 if rows == 2 else 0))
+            nisa.dma_copy(dst=dst, src=x[0:rows, :])
+        return out
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    clash = False
+    out = racy(kernel)(x)
+    np.testing.assert_array_equal(out[3], x[0])
+    np.testing.assert_array_equal(out[2], x[0])
+    clash = True
+    with pytest.raises(RaceError, match=race(n=8)):
+        racy(kernel)(x)
+
+
+def test_read_then_write_across_iterations_races():
+    def kernel(x):
+        t = _copy_in(x)
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            if i == 0:
+                nisa.dma_copy(dst=out, src=t)               # reads all of t
+            else:
+                nisa.memset(dst=t[1:3, :], value=0.0)       # overwrites rows 1..2
+        return out
+    with pytest.raises(RaceError, match=race(op="memset", n=16, buf="sbuf", name="", other_verb="read")):
+        racy(kernel)(np.ones((4, 8), np.float32))
+
+
+def test_write_after_reads_by_several_iterations_names_none():
+    def kernel(x):
+        t = _copy_in(x)
+        out = nl.ndarray((3, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            if i < 2:
+                nisa.dma_copy(dst=out[i], src=t)
+            else:
+                nisa.memset(dst=t[0:1, 0:2], value=0.0)
+        return out
+    with pytest.raises(RaceError, match=race(op="memset", n=2, buf="sbuf", name="", it=2,
+                                             other="several other iterations", other_verb="read",
+                                             line=r"\?")):
+        racy(kernel)(np.ones((4, 8), np.float32))
+
+
+def test_inputs_read_by_every_iteration_are_not_a_race():
+    def kernel(x):
+        out = nl.ndarray((4, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(4):
+            t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)                      # every iteration reads all of x
+            nisa.dma_copy(dst=out[i], src=t)
+        return out
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(racy(kernel)(x), np.broadcast_to(x, (4, 4, 8)))
+
+
+def nested_kernel(clash):
+    """(i, j) writes a 2-row block of out: "none" out[i, 2j:2j+2] (all disjoint); "inner" out[i, 0:2]
+    (the j of one i collide); "outer" out[0, 2j:2j+2] (the same j of both i collide)."""
+    def kernel(x):
+        out = nl.ndarray((2, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        for i in nl.affine_range(2):
+            for j in nl.affine_range(2):
+                a, b = {"none": (i, 2 * j), "inner": (i, 0), "outer": (0, 2 * j)}[clash]
+                nisa.dma_copy(dst=out[a, b:b + 2, :], src=x[2 * j:2 * j + 2, :])
+        return out
+    return kernel
+
+
+def test_nested_loops_each_level_checked():
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(racy(nested_kernel("none"))(x), np.stack([x, x]))
+    loops = {}
+    for clash in ("inner", "outer"):
+        with pytest.raises(RaceError, match=race(n=16, shape=r"\(2, 4, 8\)")) as info:
+            racy(nested_kernel(clash))(x)
+        loops[clash] = int(re.search(r"loop at test_uninit_races\.py:(\d+)", str(info.value))[1])
+    assert loops["inner"] == loops["outer"] + 1
+
+
+def test_tile_allocated_in_the_outer_iteration_is_checked_by_the_inner_loop():
+    def kernel(x):
+        out = nl.ndarray((2, 4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf, name="t")
+            nisa.memset(dst=t, value=0.0)
+            for j in nl.affine_range(2):
+                nisa.tensor_scalar(dst=t[:, j:j + 1 + shift], data=t[:, j:j + 1 + shift],
+                                   op0=nl.add, operand0=1.0)
+            nisa.dma_copy(dst=out[i], src=t)
+        return out
+    x = np.zeros((1, 1), np.float32)
+    shift = 0
+    want = np.zeros((4, 8), np.float32)
+    want[:, 0:2] = 1
+    np.testing.assert_array_equal(racy(kernel)(x), np.stack([want, want]))
+    shift = 1                     # column 1 is read and written by both inner iterations
+    with pytest.raises(RaceError, match=race(op="tensor_scalar", operand="data", verb="reads", n=4,
+                                             buf="sbuf", name="t")):
+        racy(kernel)(x)
+
+
+def psum_kernel(first):
+    """Two iterations accumulate nc_matmul into one PSUM tile; ``first`` is what iteration 1 does
+    to it before its matmul: nothing, a plain overwrite, or a read (the elements' last writer is
+    then iteration 0's matmul; after its own matmul it would be iteration 1 itself)."""
+    def kernel(a, b):
+        ps = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.psum, name="ps")
+        for k in nl.affine_range(2):
+            st = nl.ndarray((8, 8), dtype=a.dtype, buffer=nl.sbuf)
+            mv = nl.ndarray((8, 4), dtype=b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=st, src=a[k * 8:(k + 1) * 8, :])
+            nisa.dma_copy(dst=mv, src=b[k * 8:(k + 1) * 8, :])
+            if k == 1 and first == "write":
+                nisa.memset(dst=ps[0:2, :], value=0.0)
+            if k == 1 and first == "read":
+                peek = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_copy(dst=peek, src=ps)
+            nisa.nc_matmul(dst=ps, stationary=st, moving=mv)
+        sb = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=ps)
+        out = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=sb)
+        return out
+    return kernel
+
+
+def test_psum_accumulation_is_exempt_but_other_accesses_race():
+    a = np.arange(128, dtype=np.float32).reshape(16, 8) / 64
+    b = np.arange(64, dtype=np.float32).reshape(16, 4) / 32
+    np.testing.assert_allclose(racy(psum_kernel("none"))(a, b), a.T @ b, rtol=1e-5)
+    with pytest.raises(RaceError, match=race(op="memset", n=8, buf="psum", name="ps", shape=r"\(8, 4\)")):
+        racy(psum_kernel("write"))(a, b)
+    with pytest.raises(RaceError, match=race(op="tensor_copy", operand="src", verb="reads", n=32, buf="psum",
+                                             name="ps", shape=r"\(8, 4\)")):
+        racy(psum_kernel("read"))(a, b)
+
+
+def lnc_rows_kernel(overlap):
+    """Core c writes 2-row tiles c, c + 2 (interleaved, disjoint); with ``overlap`` core 1's tiles
+    start one row early and meet core 0's."""
+    def kernel(x):
+        out = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        me = nl.program_id(0)
+        for i in nl.affine_range(2):
+            r = (2 * i + me) * 2 - (me if overlap else 0)
+            t = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[r:r + 2, :])
+            nisa.dma_copy(dst=out[r:r + 2, :], src=t)
+        return out
+    return kernel
+
+
+def test_lnc2_interleaved_disjoint_tiles_pass_and_overlapping_ones_race():
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    np.testing.assert_array_equal(racy(lnc_rows_kernel(False))[2](x), x)
+    with pytest.raises(RaceError, match=r"^nisa\.dma_copy: core ([01]) writes 4 element\(s\) of shared_hbm "
+                                        r"tensor 'out' \(8, 4\) that core (?!\1)[01] wrote "
+                                        rf"\({LINE}\) with no core_barrier between \({LINE}\)"
+                                        r"\n\(raised on LNC core \1\)$"):
+        racy(lnc_rows_kernel(True))[2](x)
+
+
+def test_negative_iteration_values_are_tracked():
+    """Decision (checks/races.py): marks hold iteration positions, so values -1/-2 are not lost."""
+    def kernel(x):
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm, name="out")
+        for i in nl.affine_range(-2, 0):
+            nisa.dma_copy(dst=out[:, 0:2], src=x[:, 0:2])
+        return out
+    with pytest.raises(RaceError, match=race(n=8, it=-1, other="iteration -2")):
+        racy(kernel)(np.ones((4, 8), np.float32))
+
+
+def column_blocks_kernel(width):
+    """Iteration i scales columns [3i, 3i + width) of a tile loaded before the loop, in place."""
+    def kernel(x):
+        t = nl.ndarray((4, 12), dtype=nl.float32, buffer=nl.sbuf, name="t")
+        nisa.dma_copy(dst=t, src=x)
+        for i in nl.affine_range(4):
+            blk = t[:, 3 * i:min(3 * i + width, 12)]
+            nisa.tensor_scalar(dst=blk, data=blk, op0=nl.multiply, operand0=2.0)
+        out = nl.ndarray((4, 12), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    return kernel
+
+
+def test_column_blocks_of_one_tile_in_place():
+    x = np.arange(48, dtype=np.float32).reshape(4, 12)
+    np.testing.assert_array_equal(racy(column_blocks_kernel(3))(x), 2 * x)
+    with pytest.raises(RaceError, match=race(op="tensor_scalar", operand="data", verb="reads", n=4, buf="sbuf",
+                                             name="t", shape=r"\(4, 12\)")):
+        racy(column_blocks_kernel(4))(x)

@@ -646,3 +646,49 @@ def test_where_rounds_float_scalars_once_into_int_dtype():
     c = np.array([[1, 0, 0]], F32)
     got, _ = run(lambda cc, xx: nl.where(cc, xx, 2.5), c, np.array([[7, 8, 9]], np.int32))
     np.testing.assert_array_equal(got, np.array([[7, 2, 2]], np.int32))     # rint(2.5) = 2 (half to even)
+
+
+@pytest.mark.parametrize("y_shape", [(8, 16), (8, 1)])
+@pytest.mark.parametrize("buffer", ["sbuf", "psum"])
+def test_inplace_add_is_one_fp32_rounding_of_x_plus_y(y_shape, buffer):
+    """``x += y`` on float32 tiles: fl32(x + y) per element (y may be a (P, 1) column)."""
+    a, b = rand((8, 16), seed=51, lo=-1e4, hi=1e4), rand(y_shape, seed=52, lo=-1e-3, hi=1e-3)
+
+    def kernel(x, y):
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=getattr(nl, buffer))
+        nisa.tensor_copy(dst=t, src=nl.load(x))
+        t += nl.load(y)
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+    want = (a.astype(np.float64) + b.astype(np.float64)).astype(F32)
+    np.testing.assert_array_equal(simulate(kernel, a, b), want)
+
+
+def test_inplace_add_onto_unwritten_psum_is_an_uninitialised_read_in_strict_mode():
+    import nkisim.nki as nki
+    from nkisim.errors import UninitializedReadError
+
+    def kernel(x):
+        acc = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum, name="acc")
+        t = nl.load(x)
+        acc += nl.matmul(t, t, transpose_x=True)
+        out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    with pytest.raises(UninitializedReadError, match=r"^nl\.inplace: x reads 16 never-written "
+                                                     r"element\(s\) of psum tensor 'acc'"):
+        nki.simulate(kernel, uninitialized_reads="raise")(rand((4, 4)))
+    assert np.isnan(nki.simulate(kernel)(rand((4, 4)))).all()      # default: the NaN sentinel
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, np.int32])
+def test_zeros_and_full_fill_every_element(dtype):
+    def kernel(x):
+        z = nl.full((4, 6), 3, dtype=dtype, buffer=nl.sbuf)
+        out = nl.ndarray((4, 6), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, z)
+        return out
+    got = simulate(kernel, rand((1, 1)))
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.astype(F32), np.full((4, 6), 3, F32))

@@ -15,7 +15,7 @@ from .. import dtypes as _dt
 from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, MemorySpaceError, ShapeError
-from ..memory.access import dynamic_index, read_f32, read_raw, write
+from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
 from .enums import NkiInstruction, as_enum, engine as _engine
@@ -62,7 +62,8 @@ def tensor_copy(dst, src, engine=_engine.unknown, name=None, dtype=None):
         eng = _check_copy(op, t, dst, src, engine)
         if key is not None:
             remember(_COPY_PASSED, key, eng)
-    write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
+    if not copy_deferred(dst, src):
+        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
     trace.emit(op, dst=dst, src=src, engine=eng)
     return NkiInstruction(op, name)
 
@@ -120,7 +121,7 @@ def memset(dst, value, engine=_engine.unknown, name=None, **ignored):
             raise DtypeError(op, f"value {value} is outside the range of {_dt.name(dst.dtype)}")
         write(dst, np.full(dst.shape, iv, dst.dtype))
     else:
-        write(dst, np.full(dst.shape, np.float32(value), np.float32))
+        write(dst, np.broadcast_to(np.float32(value), dst.shape))
     trace.emit(op, dst=dst, engine=eng)
     return NkiInstruction(op, name)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
-from ..memory.access import read_f32, read_raw, write
+from ..memory.access import copy_deferred, read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
 from ..memory.indirect import IndirectTensor, valid_rows
 from ..memory.tensor import NkiTensor
@@ -60,7 +60,8 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
         _check_copy(op, t, dst, src, dge_mode, oob_mode)
         if key is not None:
             remember(_PASSED, key)
-    write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
+    if not copy_deferred(dst, src):
+        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
     trace.emit(op, dst=dst, src=src)
     return NkiInstruction(op, name)
 

@@ -28,7 +28,8 @@ def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **ignored) 
 def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **ignored) -> NkiTensor:
     """A tensor filled with ``fill_value`` (rounded once into ``dtype``)."""
     t = access.allocate(shape, dtype, buffer, name, op="nl.full", fill=False)
-    access.write(t, np.full(t.shape, fill_value, np.int64 if _dt.is_int(t.dtype) else np.float32))
+    scalar = np.asarray(fill_value, np.int64 if _dt.is_int(t.dtype) else np.float32)
+    access.write(t, np.broadcast_to(scalar, t.shape))     # a stride-0 view: no temporary tile
     return t
 
 

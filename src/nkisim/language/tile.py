@@ -578,7 +578,11 @@ def inplace(name, x, y):
         other = F32(y)
     else:
         return NotImplemented
-    access.write(x, _alu.lookup_alu(name, op)(access.read_f32(x), other))
+    xv = access.read_f32(x)
+    if name == "add" and xv is x.np() and x.dtype == _f32:
+        access.write(x, other, add=True)    # fl32(x + y) in place: the same bits, no temporary
+    else:
+        access.write(x, _alu.lookup_alu(name, op)(xv, other))
     trace.emit(op, dst=x, data=x)
     return x
 

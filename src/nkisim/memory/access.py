@@ -6,6 +6,7 @@ allocations written and clears PSUM matmul flags. Imports numpy, dtypes, errors,
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -204,6 +205,8 @@ def restore(t: NkiTensor) -> None:
     """Undo a failed kernel's writes to a caller's array used in place."""
     snap = t.alloc.snapshot
     if isinstance(snap, np.ndarray):
+        if t.alloc.dependents:
+            t.alloc.release_dependents()
         t.alloc.storage[...] = snap
 
 
@@ -252,6 +255,9 @@ def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
     documented accumulation, e.g. nc_matmul into PSUM)."""
     if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
         _on_read(t)
+    lazy = t.alloc.lazy
+    if lazy is not None and t._whole and t.dtype is t.alloc.dtype:
+        return _deferred(t, lazy)
     return t.np()
 
 
@@ -260,7 +266,8 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     if isinstance(t, NkiTensor):
         if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
             _on_read(t)
-        a = t.np()
+        lazy = t.alloc.lazy
+        a = _deferred(t, lazy) if lazy is not None and t._whole and t.dtype is t.alloc.dtype else t.np()
         return a if a.dtype == F32 else a.astype(F32)
     return np.asarray(t, dtype=F32)
 
@@ -277,6 +284,10 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     ``overwrite=True`` (``accumulate=False``).
     """
     alloc = t.alloc
+    if alloc.dependents:
+        alloc.release_dependents()
+    if alloc.lazy is not None and not add and _whole(t):
+        alloc.lazy = None           # overwritten whole: the deferred copy is moot
     if alloc.watch is not None:
         alloc.watch(t, "w", matmul and not overwrite)
     if alloc.pending:
@@ -314,6 +325,16 @@ def out_f32(t: NkiTensor):
     if t.dtype != F32 or t.storage.dtype != F32:
         return None
     alloc = t.alloc
+    if alloc.dependents:
+        alloc.release_dependents()
+    if alloc.lazy is not None and _whole(t):
+        alloc.lazy = None           # about to be overwritten whole: the deferred copy is moot
+    _write_hooks(t, alloc)
+    return t.np()
+
+
+def _write_hooks(t: NkiTensor, alloc) -> None:
+    """What every write of a whole result into ``t`` does besides storing the values."""
     if alloc.watch is not None:
         alloc.watch(t, "w", False)
     if alloc.pending:
@@ -324,7 +345,47 @@ def out_f32(t: NkiTensor):
         set_matmul_flags(t, False)
     if alloc.init is not None:
         uninit.mark_written(t)
-    return t.np()
+
+
+def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
+    """``dst = src`` bit-exactly without copying now, when it is safe; False when the caller must
+    copy (``write(dst, read_raw(src))``).
+
+    Decision (speed; no visible effect): a same-dtype copy of a whole view into a whole on-chip
+    allocation records a NumPy view of ``src`` instead of copying. An op reading all of ``dst``
+    reads the source directly (``read_raw``/``read_f32``); any other access to ``dst``
+    (``NkiTensor.np``) makes the copy first, and so does any write to the source allocation
+    first (``write``/``out_f32``/``restore`` call ``release_dependents``), so every read sees the
+    values of the moment of the copy. Only for LNC1 launches (one thread) and single-level
+    (a deferred copy is never the source of another). The hooks of the source read (race,
+    uninitialised) and of the destination write run as for a real copy.
+    """
+    da, sa = dst.alloc, src.alloc
+    if (not dst._whole or da.lazy is not None or da.dependents or sa.lazy is not None
+            or src.shape != dst.shape or src.dtype is not dst.dtype or da.buffer not in ON_CHIP
+            or src.storage is not sa.storage or dst.storage.dtype is not src.storage.dtype):
+        return False
+    core = state.current.get()
+    if core is None or core.launch.lnc != 1:
+        return False
+    view = read_raw(src)
+    _write_hooks(dst, da)
+    da.lazy = view
+    deps = sa.dependents
+    if deps is None:
+        deps = sa.dependents = []
+    elif len(deps) >= 64:
+        deps[:] = [r for r in deps if r() is not None and r().lazy is not None]
+    deps.append(weakref.ref(da))
+    return True
+
+
+def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
+    """The source view of a whole tile with a deferred copy (the tile counts as used now)."""
+    rec = t.alloc.rec
+    if rec is not None:
+        rec.last = rec.mem.clock
+    return view
 
 
 def _settle(t: NkiTensor) -> None:

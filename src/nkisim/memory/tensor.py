@@ -29,7 +29,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -49,6 +49,8 @@ class Allocation:
         self.precise = precise  # NKI_PRECISE_FP of the launch: round low-precision writes
         self.pending = False    # storage not yet filled with the NaN / 4 sentinel (filled lazily)
         self.pool = None        # a per-core free list the storage returns to when this dies
+        self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
+        self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -65,6 +67,22 @@ class Allocation:
             if self.pending:
                 self.storage[...] = _dt.sentinel(self.dtype)
                 self.pending = False
+
+    def materialize(self) -> None:
+        """Carry out a deferred copy (``memory.access.copy_deferred``) into this storage."""
+        src = self.lazy
+        if src is not None:
+            self.lazy = None
+            self.storage.reshape(src.shape)[...] = src
+
+    def release_dependents(self) -> None:
+        """Before this storage changes: every allocation still reading it through a deferred
+        copy takes its own copy now."""
+        deps, self.dependents = self.dependents, None
+        for ref in deps:
+            alloc = ref()
+            if alloc is not None:
+                alloc.materialize()
 
     def skip_fill(self) -> None:
         """A first write covers everything: no sentinel needed (waits for a fill in progress)."""
@@ -205,6 +223,8 @@ class NkiTensor:
         alloc = self.alloc
         if alloc.pending:
             alloc.fill()
+        if alloc.lazy is not None:
+            alloc.materialize()
         rec = alloc.rec
         if rec is not None:          # every read or write goes through here: the tile is used now
             rec.last = rec.mem.clock

@@ -1,0 +1,197 @@
+"""Deferred copies (memory.access.copy_deferred): a same-dtype dma_copy / tensor_copy of a whole
+view into a whole on-chip tile may record a view of the source instead of copying. Every test
+here writes, reads or frees the source or the tile after such a copy and checks that each read
+sees the values of the moment of the copy (expected values computed with NumPy on snapshots)."""
+import numpy as np
+import pytest
+
+import nkisim.nki as nki
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim.errors import CapacityError, RaceError, UninitializedReadError
+from conftest import simulate
+
+F32 = np.float32
+
+
+def _out(shape, dtype=nl.float32):
+    return nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm)
+
+
+def test_source_written_after_the_copy_keeps_the_old_values_in_the_tile():
+    a = np.arange(32, dtype=F32).reshape(4, 8)
+
+    def kernel(x):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)                 # may be deferred
+        ones = nl.full((4, 8), 7.0, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=ones)              # the source (a caller array) changes
+        out = _out((4, 8))
+        nisa.dma_copy(dst=out, src=t)               # the tile still holds a's old values
+        return out
+    x = a.copy()
+    got = simulate(kernel, x)
+    np.testing.assert_array_equal(got, a)
+    np.testing.assert_array_equal(x, np.full((4, 8), 7, F32))   # the kernel's write reached x
+
+
+@pytest.mark.parametrize("how", ["tensor_tensor", "tensor_scalar", "matmul", "activation"])
+def test_sbuf_source_overwritten_by_an_op_after_the_copy(how):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 8)).astype(F32)
+    b = rng.standard_normal((8, 8)).astype(F32)
+
+    def kernel(x, y):
+        s = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=x)
+        keep = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=keep, src=s)           # may be deferred on s
+        yt = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=yt, src=y)
+        if how == "tensor_tensor":
+            nisa.tensor_tensor(dst=s, data1=keep, data2=yt, op=nl.add)     # reads keep, writes s
+        elif how == "tensor_scalar":
+            nisa.tensor_scalar(dst=s, data=keep, op0=nl.multiply, operand0=3.0)
+        elif how == "activation":
+            nisa.activation(dst=s, op=nl.exp, data=keep)
+        else:
+            p = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=p, stationary=keep, moving=yt)
+            nisa.tensor_copy(dst=s, src=p)
+        out1, out2 = _out((8, 8)), _out((8, 8))
+        nisa.dma_copy(dst=out1, src=s)
+        nisa.dma_copy(dst=out2, src=keep)
+        return out1, out2
+    got_s, got_keep = simulate(kernel, a, b)
+    np.testing.assert_array_equal(got_keep, a)
+    want = {"tensor_tensor": a + b, "tensor_scalar": a * F32(3), "matmul": a.T @ b,
+            "activation": np.exp(a)}[how]
+    np.testing.assert_allclose(got_s, want, rtol=1e-6, atol=1e-6)
+
+
+def test_psum_accumulation_after_an_evacuation_keeps_the_evacuated_values():
+    """tensor_copy PSUM -> SBUF, then more matmuls accumulate into the same PSUM tile."""
+    rng = np.random.default_rng(2)
+    l, r = rng.standard_normal((8, 4)).astype(F32), rng.standard_normal((8, 16)).astype(F32)
+
+    def kernel(lhsT, rhs):
+        ls = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        rs = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=ls, src=lhsT)
+        nisa.dma_copy(dst=rs, src=rhs)
+        acc = nl.ndarray((4, 16), dtype=nl.float32, buffer=nl.psum)
+        first = nl.ndarray((4, 16), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nc_matmul(dst=acc, stationary=ls, moving=rs)
+        nisa.tensor_copy(dst=first, src=acc)
+        nisa.nc_matmul(dst=acc, stationary=ls, moving=rs)      # accumulates: acc = 2 * product
+        second = nl.ndarray((4, 16), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=second, src=acc)
+        o1, o2 = _out((4, 16)), _out((4, 16))
+        nisa.dma_copy(dst=o1, src=first)
+        nisa.dma_copy(dst=o2, src=second)
+        return o1, o2
+    o1, o2 = simulate(kernel, l, r)
+    p = l.T @ r
+    np.testing.assert_allclose(o1, p, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(o2, p + p, rtol=1e-6, atol=1e-6)
+
+
+def test_partial_reads_and_writes_of_a_deferred_tile():
+    a = np.arange(64, dtype=F32).reshape(8, 8)
+
+    def kernel(x):
+        t = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.memset(dst=t[0:4, 0:2], value=-5.0)        # partial write into the tile itself
+        half = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=half, src=t[:, 2:6])        # partial read
+        o1, o2 = _out((8, 8)), _out((8, 4))
+        nisa.dma_copy(dst=o1, src=t)
+        nisa.dma_copy(dst=o2, src=half)
+        return o1, o2
+    o1, o2 = simulate(kernel, a)
+    want = a.copy()
+    want[0:4, 0:2] = -5
+    np.testing.assert_array_equal(o1, want)
+    np.testing.assert_array_equal(o2, a[:, 2:6])
+    np.testing.assert_array_equal(a, np.arange(64, dtype=F32).reshape(8, 8))   # input untouched
+
+
+def test_chained_copies_and_strided_sources():
+    a = np.arange(128, dtype=F32).reshape(8, 16)
+
+    def kernel(x):
+        t1 = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t1, src=x[:, 3:16:4])         # strided source
+        t2 = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t2, src=t1)                 # a copy of a deferred copy
+        nisa.memset(dst=t1, value=0.0)                   # the middle tile changes
+        o = _out((8, 4))
+        nisa.dma_copy(dst=o, src=t2)
+        return o
+    np.testing.assert_array_equal(simulate(kernel, a), a[:, 3:16:4])
+
+
+def test_failed_kernel_restores_inputs_and_deferred_tiles_do_not_leak():
+    a = np.arange(16, dtype=F32).reshape(4, 4)
+    x = a.copy()
+
+    def kernel(x):
+        t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        z = nl.full((4, 4), 0.0, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=z)
+        nisa.dma_copy(dst=x, src=t[0:8])                # BoundsError: 8 rows of 4
+    with pytest.raises(Exception):
+        simulate(kernel, x)
+    np.testing.assert_array_equal(x, a)
+
+
+def test_rules_still_see_a_deferred_tile():
+    """Strict uninitialised reads, races and the SBUF lifetime model treat the deferred tile as
+    written at the copy and used at every read."""
+    def uninit(x):
+        t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf, name="t")
+        u = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf, name="u")
+        nisa.tensor_copy(dst=u, src=t)                  # t never written: strict mode raises
+        return x
+    with pytest.raises(UninitializedReadError, match=r"src reads 16 never-written element\(s\) of sbuf tensor 't'"):
+        nki.simulate(uninit, uninitialized_reads="raise")(np.zeros((4, 4), F32))
+
+    def race(x):
+        t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf, name="t")
+        nisa.dma_copy(dst=t, src=x)
+        for i in nl.affine_range(2):
+            u = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=u, src=t)               # every iteration reads t ...
+            nisa.tensor_copy(dst=t, src=u)               # ... and writes it: a race
+        return x
+    with pytest.raises(RaceError):
+        nki.simulate(race, detect_races=True)(np.zeros((4, 4), F32))
+
+    big = 110 * 1024    # bytes per partition of one tile; two live ones exceed trn2's usable SBUF
+
+    def capacity(x):
+        a = nl.ndarray((128, big // 4), dtype=nl.float32, buffer=nl.sbuf, name="a")
+        nisa.dma_copy(dst=a, src=x)
+        b = nl.ndarray((128, big // 4), dtype=nl.float32, buffer=nl.sbuf, name="b")
+        nisa.dma_copy(dst=b, src=x)
+        o = _out((128, big // 4))
+        nisa.tensor_tensor(dst=b, data1=a, data2=b, op=nl.add)   # a is still live here
+        nisa.dma_copy(dst=o, src=b)
+        return o
+    with pytest.raises(CapacityError, match=r"sbuf allocation 'b'"):
+        nki.simulate(capacity, target="trn2")(np.ones((128, big // 4), F32))
+
+
+def test_lnc2_copies_stay_exact():
+    a = np.arange(256 * 8, dtype=F32).reshape(256, 8)
+
+    def kernel(x):
+        out = _out((256, 8))
+        c = nl.program_id(0)
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c * 128:(c + 1) * 128, :])
+        nisa.dma_copy(dst=out[c * 128:(c + 1) * 128, :], src=t)
+        return out
+    np.testing.assert_array_equal(simulate(kernel, a, lnc=2), a)
