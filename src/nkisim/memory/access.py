@@ -141,7 +141,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     if lay.on_chip:
         mem = core.memory
         if mem is None:
-            mem = core.memory = CoreMemory(core.target)
+            mem = core.memory = CoreMemory(core.target, deferrable=launch.lnc == 1)
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
     else:
@@ -333,16 +333,33 @@ def out_f32(t: NkiTensor):
     return t.np()
 
 
-def _write_hooks(t: NkiTensor, alloc) -> None:
-    """What every write of a whole result into ``t`` does besides storing the values."""
+def matmul_out(t: NkiTensor, overwrite: bool):
+    """The writable float32 NumPy view of a whole PSUM tile stored as float32 that an
+    ``nc_matmul`` overwrites (its PSUM flags say no accumulation is due), after the write hooks
+    (``overwrite``: accumulate=False, for race detection); None when ``t`` is not such a tile.
+    Read the operands after calling it (a deferred copy of ``t`` is carried out first)."""
+    if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
+        return None
+    alloc = t.alloc
+    if alloc.dependents:
+        alloc.release_dependents()
+    alloc.lazy = None
+    _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
+    out = t.np()
+    return out if out.flags.c_contiguous else None
+
+
+def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
+    """What every write of a whole result into ``t`` does besides storing the values (see
+    ``write`` for ``matmul`` and ``accumulation``)."""
     if alloc.watch is not None:
-        alloc.watch(t, "w", False)
+        alloc.watch(t, "w", accumulation)
     if alloc.pending:
         _settle(t)
     if not alloc.written:
         _first_write(alloc)
     if alloc.mm_flags is not None:
-        set_matmul_flags(t, False)
+        set_matmul_flags(t, matmul)
     if alloc.init is not None:
         uninit.mark_written(t)
 
@@ -361,12 +378,10 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     uninitialised) and of the destination write run as for a real copy.
     """
     da, sa = dst.alloc, src.alloc
-    if (not dst._whole or da.lazy is not None or da.dependents or sa.lazy is not None
-            or src.shape != dst.shape or src.dtype is not dst.dtype or da.buffer not in ON_CHIP
+    rec = da.rec                    # on-chip allocations only; LNC1 launches only
+    if (rec is None or not rec.mem.deferrable or not dst._whole or da.lazy is not None or da.dependents
+            or sa.lazy is not None or src.shape != dst.shape or src.dtype is not dst.dtype
             or src.storage is not sa.storage or dst.storage.dtype is not src.storage.dtype):
-        return False
-    core = state.current.get()
-    if core is None or core.launch.lnc != 1:
         return False
     view = read_raw(src)
     _write_hooks(dst, da)
@@ -374,8 +389,9 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     deps = sa.dependents
     if deps is None:
         deps = sa.dependents = []
-    elif len(deps) >= 64:
-        deps[:] = [r for r in deps if r() is not None and r().lazy is not None]
+    elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):    # at 64, 128, 256, ...: drop
+        live = {id(a): r for r in deps if (a := r()) is not None and a.lazy is not None}   # stale
+        deps[:] = live.values()
     deps.append(weakref.ref(da))
     return True
 

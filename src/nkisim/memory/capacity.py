@@ -87,8 +87,9 @@ POOL = StoragePool()     # one per process: storage outlives the launch that mad
 class CoreMemory:
     """On-chip allocations of one core, checked for capacity when the core's kernel body returns."""
 
-    def __init__(self, target):
+    def __init__(self, target, deferrable: bool = False):
         self.target = target
+        self.deferrable = deferrable    # copies into this core's tiles may be deferred (LNC1)
         self.clock = 0
         self.recs: list[Rec] = []
         self.pool = POOL
@@ -96,7 +97,7 @@ class CoreMemory:
     def add(self, alloc, nbytes: int) -> Rec:
         """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""
         self.clock += 1
-        rec = Rec(self, nbytes, alloc.buffer.value, alloc.name, alloc.shape, alloc.dtype, alloc.where)
+        rec = Rec(self, nbytes, alloc.buffer, alloc.name, alloc.shape, alloc.dtype, alloc.where)
         self.recs.append(rec)
         return rec
 
