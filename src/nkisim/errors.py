@@ -23,8 +23,10 @@ def _is_internal(filename: str) -> bool:
     return hit
 
 
-_BASENAME: dict = {}     # code object -> basename of a user file, or None for nkisim's own code
-_LOCATION: dict = {}     # (code object, instruction offset) -> "file:line"
+_BASENAME: dict = {}     # id(code) -> (code, basename of a user file, or None for nkisim's code)
+_LOCATION: dict = {}     # (id(code), instruction offset) -> (code, "file:line")
+# Keyed by id() (a code object's own hash walks its bytecode and constants); the stored code
+# object is compared by identity, so a recycled id never returns a stale entry.
 
 
 def kernel_location(depth: int = 1) -> str:
@@ -32,19 +34,21 @@ def kernel_location(depth: int = 1) -> str:
     frame = sys._getframe(depth)
     while frame is not None:
         code = frame.f_code
-        try:
-            base = _BASENAME[code]
-        except KeyError:
-            base = _BASENAME[code] = (None if _is_internal(code.co_filename)
-                                      else os.path.basename(code.co_filename))
+        entry = _BASENAME.get(id(code))
+        if entry is None or entry[0] is not code:
+            if len(_BASENAME) > 65536:
+                _BASENAME.clear()
+            entry = _BASENAME[id(code)] = (code, None if _is_internal(code.co_filename)
+                                           else os.path.basename(code.co_filename))
+        base = entry[1]
         if base is not None:
-            key = (code, frame.f_lasti)
-            loc = _LOCATION.get(key)
-            if loc is None:
+            key = (id(code), frame.f_lasti)
+            hit = _LOCATION.get(key)
+            if hit is None or hit[0] is not code:
                 if len(_LOCATION) > 65536:
                     _LOCATION.clear()
-                loc = _LOCATION[key] = f"{base}:{frame.f_lineno}"
-            return loc
+                hit = _LOCATION[key] = (code, f"{base}:{frame.f_lineno}")
+            return hit[1]
         frame = frame.f_back
     return "?"
 

@@ -333,22 +333,6 @@ def out_f32(t: NkiTensor):
     return t.np()
 
 
-def matmul_out(t: NkiTensor, overwrite: bool):
-    """The writable float32 NumPy view of a whole PSUM tile stored as float32 that an
-    ``nc_matmul`` overwrites (its PSUM flags say no accumulation is due), after the write hooks
-    (``overwrite``: accumulate=False, for race detection); None when ``t`` is not such a tile.
-    Read the operands after calling it (a deferred copy of ``t`` is carried out first)."""
-    if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
-        return None
-    alloc = t.alloc
-    if alloc.dependents:
-        alloc.release_dependents()
-    alloc.lazy = None
-    _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
-    out = t.np()
-    return out if out.flags.c_contiguous else None
-
-
 def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
     """What every write of a whole result into ``t`` does besides storing the values (see
     ``write`` for ``matmul`` and ``accumulation``)."""

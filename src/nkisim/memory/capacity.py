@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 import sys
-import threading
 
 from .. import dtypes as _dt
 from ..errors import CapacityError
@@ -50,34 +49,40 @@ class StoragePool:
     """Storage arrays of dead on-chip allocations, reused by later allocations of the same size
     and dtype, in this launch and later ones (fresh memory costs a page fault per 4 KiB on first
     touch, which on a VM is as slow as the copy itself). An array is reused only when nothing
-    else refers to it; at most ``per_key`` are kept per (size, dtype) and ``max_bytes`` in all.
-    Thread-safe: LNC2 cores allocate from their own threads and the garbage collector may
-    return storage from any thread."""
-    __slots__ = ("free", "per_key", "max_bytes", "nbytes", "lock")
+    else refers to it; at most ``per_key`` are kept per (size, dtype) and about ``max_bytes`` in
+    all. Thread-safe without a lock: LNC2 cores allocate from their own threads and the garbage
+    collector may return storage from any thread, and list append/insert/pop and dict setdefault
+    are atomic (the byte count is a soft cap)."""
+    __slots__ = ("free", "per_key", "max_bytes", "nbytes")
 
     def __init__(self, per_key: int = 8, max_bytes: int = 256 << 20):
         self.free: dict = {}
         self.per_key, self.max_bytes, self.nbytes = per_key, max_bytes, 0
-        self.lock = threading.Lock()
 
-    def give(self, storage) -> None:
+    def give(self, storage, cold: bool = False) -> None:
+        """Keep ``storage`` for reuse; ``take`` hands out the most recently given first (likely
+        still in cache), ``cold`` storage (not written lately) last."""
         key = (storage.size, storage.dtype)
-        with self.lock:
-            lst = self.free.get(key)
-            if lst is None:
-                lst = self.free[key] = []
-            if len(lst) < self.per_key and self.nbytes + storage.nbytes <= self.max_bytes:
+        lst = self.free.get(key)
+        if lst is None:
+            lst = self.free.setdefault(key, [])
+        if len(lst) < self.per_key and self.nbytes + storage.nbytes <= self.max_bytes:
+            if cold:
+                lst.insert(0, storage)
+            else:
                 lst.append(storage)
-                self.nbytes += storage.nbytes
+            self.nbytes += storage.nbytes
 
     def take(self, size, dtype):
-        with self.lock:
-            lst = self.free.get((size, dtype))
-            while lst:
+        lst = self.free.get((size, dtype))
+        while lst:
+            try:
                 arr = lst.pop()
-                self.nbytes -= arr.nbytes
-                if sys.getrefcount(arr) <= 2:      # this local and the call's argument only
-                    return arr
+            except IndexError:          # another thread took the last one
+                return None
+            self.nbytes -= arr.nbytes
+            if sys.getrefcount(arr) <= 2:      # this local and the call's argument only
+                return arr
         return None
 
 

@@ -54,8 +54,8 @@ class Allocation:
 
     def __del__(self):
         pool = getattr(self, "pool", None)
-        if pool is not None:
-            pool.give(self.storage)
+        if pool is not None:        # storage a deferred copy never touched is likely out of cache
+            pool.give(self.storage, cold=self.lazy is not None)
 
     def fill(self) -> None:
         """Fill with the sentinel now (on the first read, or a first write that covers only part).
