@@ -14,7 +14,7 @@ from .. import state, trace
 from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..checks import uninit
-from ..memory.access import matmul_flags, read_f32, read_raw, write
+from ..memory.access import matmul_flags, matmul_out, read_f32, read_raw, write
 from .enums import NkiInstruction, as_enum, matmul_perf_mode as _perf
 from .operands import target
 from ..checks.memo import remember
@@ -65,6 +65,14 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         kmn = None
     if kmn is not None:
         k, m, n = kmn
+        if (accumulate is False or (accumulate is None and dst.alloc.mm_flags is False)) \
+                and (out := matmul_out(dst, accumulate is False)) is not None:
+            # an overwrite of a whole fp32 tile (a fresh accumulator, nl.matmul's result): the
+            # product goes straight into PSUM (saves copying it there from the scratch array)
+            np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n),
+                      out=out.reshape(m, n))
+            trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
+            return NkiInstruction(op, name)
         res = _product(stationary, moving, k, m, n)
     else:
         res = _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position, tile_size,

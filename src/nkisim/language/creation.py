@@ -29,7 +29,8 @@ def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **ignored) -> Nk
     """A tensor filled with ``fill_value`` (rounded once into ``dtype``)."""
     t = access.allocate(shape, dtype, buffer, name, op="nl.full", fill=False)
     scalar = np.asarray(fill_value, np.int64 if _dt.is_int(t.dtype) else np.float32)
-    access.write(t, np.broadcast_to(scalar, t.shape))     # a stride-0 view: no temporary tile
+    if not access.fill_deferred(t, scalar):
+        access.write(t, np.broadcast_to(scalar, t.shape))     # a stride-0 view: no temporary tile
     return t
 
 

@@ -578,8 +578,8 @@ def inplace(name, x, y):
         other = F32(y)
     else:
         return NotImplemented
-    xv = access.read_f32(x)
-    if name == "add" and xv is x.np() and x.dtype == _f32:
+    xv = access.read_f32(x)                 # (also the read hooks: races, uninitialised)
+    if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
         access.write(x, other, add=True)    # fl32(x + y) in place: the same bits, no temporary
     else:
         access.write(x, _alu.lookup_alu(name, op)(xv, other))

@@ -295,12 +295,23 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
             alloc.fill()
         else:
             _settle(t)
+    lazy = alloc.lazy
+    if lazy is not None and add and t._whole and t.dtype is F32 and t.storage.dtype is F32 \
+            and lazy.strides[-1]:   # (a stride-0 fill is faster written out, then added to)
+        alloc.lazy = None           # one pass below: dst = (deferred source) + values
+    else:
+        lazy = None
     dst = t.np()
     if not alloc.written:
         _first_write(alloc)
     if add and dst.dtype == F32 and t.dtype == F32:
         values = np.asarray(values)
-        dst += values.reshape(dst.shape) if values.shape != dst.shape and values.size == dst.size else values
+        if values.shape != dst.shape and values.size == dst.size:
+            values = values.reshape(dst.shape)
+        if lazy is None:
+            dst += values
+        else:
+            np.add(lazy, values, out=dst)
     else:
         if add:
             values = dst.astype(F32) + np.asarray(values).reshape(dst.shape)
@@ -331,6 +342,22 @@ def out_f32(t: NkiTensor):
         alloc.lazy = None           # about to be overwritten whole: the deferred copy is moot
     _write_hooks(t, alloc)
     return t.np()
+
+
+def matmul_out(t: NkiTensor, overwrite: bool):
+    """The writable float32 NumPy view of a whole PSUM tile stored as float32 that an
+    ``nc_matmul`` overwrites (its PSUM flags say no accumulation is due), after the write hooks
+    (``overwrite``: accumulate=False, for race detection); None when ``t`` is not such a tile.
+    Read the operands after calling it (a deferred copy of ``t`` is carried out first)."""
+    if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
+        return None
+    alloc = t.alloc
+    if alloc.dependents:
+        alloc.release_dependents()
+    alloc.lazy = None
+    _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
+    out = t.np()
+    return out if out.flags.c_contiguous else None
 
 
 def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
@@ -377,6 +404,23 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         live = {id(a): r for r in deps if (a := r()) is not None and a.lazy is not None}   # stale
         deps[:] = live.values()
     deps.append(weakref.ref(da))
+    return True
+
+
+def fill_deferred(t: NkiTensor, value) -> bool:
+    """``t[...] = value`` (a scalar, rounded once into t's dtype) for a whole fresh on-chip tile,
+    recorded as a deferred copy of a stride-0 view instead of written now (see
+    ``copy_deferred``); False when the caller must write it."""
+    alloc = t.alloc
+    rec = alloc.rec
+    if rec is None or not rec.mem.deferrable or not t._whole or alloc.lazy is not None \
+            or alloc.dependents or t.storage is not alloc.storage:
+        return False
+    scalar = _dt.round_into(np.asarray(value), t.dtype, alloc.precise)
+    if scalar.dtype is not t.storage.dtype:
+        return False
+    _write_hooks(t, alloc)
+    alloc.lazy = np.broadcast_to(scalar, t.shape)
     return True
 
 
