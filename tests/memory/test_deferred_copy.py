@@ -195,3 +195,55 @@ def test_lnc2_copies_stay_exact():
         nisa.dma_copy(dst=out[c * 128:(c + 1) * 128, :], src=t)
         return out
     np.testing.assert_array_equal(simulate(kernel, a, lnc=2), a)
+
+
+@pytest.mark.parametrize("then, dtype", [(t, d) for t in ("matmul", "partial", "iadd", "read")
+                                          for d in (np.float32, np.int32)
+                                          if (t, d) != ("matmul", np.int32)])   # PSUM dst: float
+def test_deferred_fill_of_zeros_and_full(then, dtype):
+    rng = np.random.default_rng(3)
+    l, r = rng.standard_normal((8, 4)).astype(F32), rng.standard_normal((8, 6)).astype(F32)
+
+    def kernel(lhsT, rhs):
+        buf = nl.psum if then == "matmul" else nl.sbuf
+        z = nl.full((4, 6), 5, dtype=dtype, buffer=buf)
+        if then == "matmul":
+            ls, rs = nl.load(lhsT), nl.load(rhs)
+            nisa.nc_matmul(dst=z, stationary=ls, moving=rs)     # flags clear: overwrites
+            res = nl.ndarray((4, 6), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=z)
+            z = res
+        elif then == "partial":
+            nisa.memset(dst=z[1:3, 2:4], value=-1)
+        elif then == "iadd":
+            z += 2
+        o = _out((4, 6), dtype)
+        nisa.dma_copy(dst=o, src=z)
+        return o
+    want = np.full((4, 6), 5, dtype)
+    if then == "matmul":
+        want = l.T @ r
+    elif then == "partial":
+        want[1:3, 2:4] = -1
+    elif then == "iadd":
+        want = want + dtype(2)
+    got = simulate(kernel, l, r)
+    assert got.dtype == np.dtype(want.dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_in_place_add_onto_a_deferred_copy_is_one_rounding_and_leaves_the_source():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((8, 16)).astype(F32) * F32(1e4)
+    b = rng.standard_normal((8, 16)).astype(F32) * F32(1e-3)
+    a0 = a.copy()
+
+    def kernel(x, y):
+        t = nl.load(x)                  # deferred on x
+        t += nl.load(y)                 # one pass: t = x + y
+        o = _out((8, 16))
+        nl.store(o, t)
+        return o
+    np.testing.assert_array_equal(simulate(kernel, a, b),
+                                  (a.astype(np.float64) + b.astype(np.float64)).astype(F32))
+    np.testing.assert_array_equal(a, a0)
