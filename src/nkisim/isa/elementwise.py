@@ -21,6 +21,7 @@ from .activation import accumulator
 from .copy import gpsimd_no_psum
 from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
 from .operands import column_f32, pf, target
+from ..checks.memo import remember
 
 _EXACT_INT = (_dt.int32, _dt.uint32)
 _EXACT_INT_OPS = frozenset(("add", "subtract", "multiply", "maximum", "minimum"))
@@ -50,28 +51,20 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     """
     opn = "nisa.tensor_tensor"
     t = target(opn)
-    row = alu.lookup_alu(op, opn, "op")
-    eng = as_enum(_engine, engine, opn)
-    if row.name == "power":
-        rules.engine_in(opn, eng, (_engine.gpsimd, _engine.unknown), t, "for op power")
-    elif row.kind == "bitvec":
-        rules.engine_in(opn, eng, (_engine.vector, _engine.unknown), t, f"for bitvec op {row.name}")
-    else:
-        rules.engine_in(opn, eng, _TT_ENGINES, t)
-    for nm, x in (("dst", dst), ("data1", data1), ("data2", data2)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
-    rules.same_tile(opn, "data1", data1, "data2", data2)
-    rules.same_tile(opn, "data1", data1, "dst", dst)
-    rules.not_both_psum(opn, "data1", data1, "data2", data2)
-    if row.name == "power":
-        eng = _engine.gpsimd
-    gpsimd_no_psum(opn, eng, dst=dst, data1=data1, data2=data2)
+    try:
+        key = (t, op, engine, dst.shape, dst.dtype, dst.alloc.buffer, data1.shape, data1.dtype,
+               data1.alloc.buffer, data2.shape, data2.dtype, data2.alloc.buffer) \
+            if type(dst) is NkiTensor and type(data1) is NkiTensor and type(data2) is NkiTensor else None
+        hit = _TT_PASSED.get(key)
+    except TypeError:               # an unhashable op or engine: check every time
+        key = hit = None
+    if hit is None:
+        hit = _tt_checks(opn, t, dst, data1, data2, op, engine)
+        if key is not None:
+            remember(_TT_PASSED, key, hit)
+    row, eng = hit
     shape = data1.shape
     if row.kind == "bitvec":
-        rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
-        rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
         a, b = read_raw(data1), read_raw(data2).reshape(shape)
         res = row.fn(a, b.astype(a.dtype))
     elif (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and row.name in _EXACT_INT_OPS
@@ -90,6 +83,35 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
     write(dst, res)
     trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
     return NkiInstruction(opn, name)
+
+
+_TT_PASSED: dict = {}       # tensor_tensor signatures whose rules passed -> (ALU row, engine)
+
+
+def _tt_checks(opn, t, dst, data1, data2, op, engine):
+    """tensor_tensor's rules (see its docstring); returns (ALU row, engine that runs it)."""
+    row = alu.lookup_alu(op, opn, "op")
+    eng = as_enum(_engine, engine, opn)
+    if row.name == "power":
+        rules.engine_in(opn, eng, (_engine.gpsimd, _engine.unknown), t, "for op power")
+    elif row.kind == "bitvec":
+        rules.engine_in(opn, eng, (_engine.vector, _engine.unknown), t, f"for bitvec op {row.name}")
+    else:
+        rules.engine_in(opn, eng, _TT_ENGINES, t)
+    for nm, x in (("dst", dst), ("data1", data1), ("data2", data2)):
+        rules.tensor(opn, nm, x)
+        rules.on_chip(opn, nm, x)
+        rules.partitions(opn, nm, x, t)
+    rules.same_tile(opn, "data1", data1, "data2", data2)
+    rules.same_tile(opn, "data1", data1, "dst", dst)
+    rules.not_both_psum(opn, "data1", data1, "data2", data2)
+    if row.name == "power":
+        eng = _engine.gpsimd
+    gpsimd_no_psum(opn, eng, dst=dst, data1=data1, data2=data2)
+    if row.kind == "bitvec":
+        rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
+        rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
+    return row, eng
 
 
 def _apply(row, x, operand, reverse):

@@ -19,6 +19,7 @@ from .enums import NkiInstruction, as_enum, matmul_perf_mode as _perf
 from .operands import target
 from ..checks.memo import remember
 from ..memory.tensor import NkiTensor
+from ..memory.capacity import staggered
 
 _FP32ISH = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -173,7 +174,7 @@ def _product(stationary, moving, k, m, n):
     instruction on a VM, each as slow as copying 16 KiB)."""
     buf = getattr(_SCRATCH, "buf", None)
     if buf is None or buf.size < m * n:
-        buf = _SCRATCH.buf = np.empty(max(m * n, 128 * 512), np.float32)
+        buf = _SCRATCH.buf = staggered(max(m * n, 128 * 512), np.float32)
     out = buf[:m * n].reshape(m, n)
     return np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n), out=out)
 

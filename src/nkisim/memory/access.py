@@ -16,7 +16,7 @@ from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, Sha
                       kernel_location)
 from ..checks import races, uninit
 from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
-from .capacity import CoreMemory
+from .capacity import CoreMemory, staggered
 from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
 
 F32 = np.dtype(np.float32)
@@ -154,7 +154,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
 def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     storage = mem.pool.take(lay.n, lay.sdt) if mem is not None else None
     if storage is None:
-        storage = np.empty(lay.n, lay.sdt)
+        storage = staggered(lay.n, lay.sdt)
     alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(),
                        settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
