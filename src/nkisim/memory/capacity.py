@@ -85,7 +85,8 @@ class StoragePool:
                 return None
             self.nbytes -= arr.nbytes
             # Unused when only this local and the call's argument refer to it, and to the
-            # buffer it views (``staggered``: views of views name that buffer as their base).
+            # buffer it views (``staggered``: views of views name that buffer as their base,
+            # which ``arr`` holds once).
             if sys.getrefcount(arr) <= 2 and (arr.base is None or sys.getrefcount(arr.base) <= 2):
                 return arr
         return None
