@@ -692,3 +692,25 @@ def test_zeros_and_full_fill_every_element(dtype):
     got = simulate(kernel, rand((1, 1)))
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got.astype(F32), np.full((4, 6), 3, F32))
+
+
+def test_fp32_copy_keeps_every_bit_and_its_own_values():
+    """nl.copy fp32 -> fp32: the Scalar engine's fp32 pass with scale 1 keeps every bit (-0.0,
+    NaN payloads, denormals); the copy keeps its values when x changes afterwards."""
+    bits = np.array([[0x80000000, 0x7FC12345, 0xFF800001, 0x00000001, 0x3F800000, 0x7F7FFFFF]],
+                    np.uint32)
+    a = np.repeat(bits, 4, axis=0).view(F32)
+
+    def kernel(x):
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, :], src=x)       # (a partial-view write: copied now)
+        c = nl.copy(t)
+        nisa.memset(dst=t, value=5.0)           # the source tile changes after the copy
+        o1 = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        o2 = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(o1, c)
+        nl.store(o2, t)
+        return o1, o2
+    c, t = simulate(kernel, a)
+    np.testing.assert_array_equal(c.view(np.uint32), np.repeat(bits, 4, axis=0))
+    np.testing.assert_array_equal(t, np.full((4, 6), 5, F32))

@@ -190,6 +190,15 @@ def copy(x, dtype=None):
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (copy).
     """
     _tile("nl.copy", "x", x)
+    if x.dtype == _f32 and _out_dtype(dtype, x.dtype) == _f32:
+        # fp32 -> fp32 through the Scalar engine's fp32 pass (scale 1, no bias) keeps every bit,
+        # so it is a plain copy, which may be deferred (memory.access.copy_deferred)
+        dst = _new(x.shape, _f32, "nl.copy", x.buffer)
+        if access.copy_deferred(dst, x):
+            trace.emit("nl.copy", dst=dst, data=x)
+            return dst
+        _activation(dst=dst, op="copy", data=x)
+        return dst
     return _unary_act("copy", x, dtype, x.buffer)
 
 
