@@ -595,3 +595,34 @@ def test_column_blocks_of_one_tile_in_place():
     with pytest.raises(RaceError, match=race(op="tensor_scalar", operand="data", verb="reads", n=4, buf="sbuf",
                                              name="t", shape=r"\(4, 12\)")):
         racy(column_blocks_kernel(4))(x)
+
+
+def test_psum_iadd_reduction_in_affine_range_is_not_a_race_but_a_plain_write_is():
+    """``acc += nl.matmul(...)`` across affine_range iterations is the documented PSUM reduction
+    (exempt, like nc_matmul accumulation); a plain write of the accumulator by another iteration
+    is still a race."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((256, 16)).astype(np.float32), rng.standard_normal((256, 32)).astype(np.float32)
+
+    def reduce(x, y):
+        acc = nl.zeros((16, 32), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            acc += nl.matmul(nl.load(x[k * 128:(k + 1) * 128, :]), nl.load(y[k * 128:(k + 1) * 128, :]),
+                             transpose_x=True)
+        out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    np.testing.assert_allclose(racy(reduce)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
+
+    def clobber(x, y):
+        acc = nl.zeros((16, 32), dtype=nl.float32, buffer=nl.psum, name="acc")
+        for k in nl.affine_range(2):
+            if k == 0:
+                acc += nl.matmul(nl.load(x[0:128, :]), nl.load(y[0:128, :]), transpose_x=True)
+            else:
+                nisa.memset(dst=acc, value=0.0)
+        out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    with pytest.raises(RaceError, match=r"^nisa\.memset: dst writes 512 element\(s\) of psum tensor 'acc'"):
+        racy(clobber)(a, b)

@@ -247,3 +247,30 @@ def test_in_place_add_onto_a_deferred_copy_is_one_rounding_and_leaves_the_source
     np.testing.assert_array_equal(simulate(kernel, a, b),
                                   (a.astype(np.float64) + b.astype(np.float64)).astype(F32))
     np.testing.assert_array_equal(a, a0)
+
+
+@pytest.mark.parametrize("how", ["tensor_tensor", "tensor_scalar", "iadd"])
+def test_copy_of_a_tile_into_itself_through_a_permuted_view(how):
+    """tensor_copy(dst=a, src=a.permute(...)) then ops reading and writing a (found by review:
+    a deferred self-copy was materialised under the operand's feet)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 4, 4)).astype(F32)
+    u = rng.standard_normal((8, 4, 4)).astype(F32)
+
+    def kernel(x, y):
+        t, uu = nl.load(x), nl.load(y)
+        a = nl.ndarray((8, 4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=a, data=t, op0=nl.multiply, operand0=1.0)
+        nisa.tensor_copy(dst=a, src=a.permute((0, 2, 1)))
+        if how == "tensor_tensor":
+            nisa.tensor_tensor(dst=a, data1=a, data2=uu, op=nl.add)
+        elif how == "tensor_scalar":
+            nisa.tensor_scalar(dst=a, data=a, op0=nl.multiply, operand0=2.0)
+        else:
+            a += a
+        o = _out((8, 4, 4))
+        nisa.dma_copy(dst=o, src=a)
+        return o
+    xt = x.transpose(0, 2, 1)
+    want = {"tensor_tensor": xt + u, "tensor_scalar": xt * F32(2), "iadd": xt + xt}[how]
+    np.testing.assert_array_equal(simulate(kernel, x, u), want)

@@ -212,3 +212,26 @@ def test_real_nki_package_without_a_submodule_is_not_mixed_with_ours(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert out.stdout.strip() == "ImportError", out.stdout + out.stderr
+
+
+def test_lnc2_failure_restores_arrays_both_cores_wrote():
+    """Both cores write their half of a caller array used in place, then core 1 raises: the
+    array must come back unchanged every time (found by review: the cores raced on the
+    first-write snapshot and left it modified in about 1 run in 4)."""
+    from nkisim.errors import ShapeError
+
+    def kernel(x, y):
+        r = nl.ds(nl.program_id(0) * 128, 128)
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[r, :])
+        nisa.dma_copy(dst=y[r, :], src=t)
+        if nl.program_id(0) == 1:
+            bad = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=bad, data1=t, data2=t[0:64], op=nl.add)
+        return y
+    x = np.random.default_rng(0).standard_normal((256, 512)).astype(np.float32)
+    for _ in range(40):
+        y = np.zeros_like(x)
+        with pytest.raises(ShapeError):
+            nki.simulate(kernel)[2](x, y)
+        assert not y.any()

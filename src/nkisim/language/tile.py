@@ -29,6 +29,7 @@ from ..isa.reduce import tensor_reduce as _tensor_reduce
 from ..isa.transpose import nc_transpose as _nc_transpose
 from ..isa.enums import engine as _engine
 from ..memory import access
+from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
 
@@ -571,7 +572,9 @@ def inplace(name, x, y):
 
     Decision: computed directly (fp32) rather than through tensor_tensor, so ``psum_tile +=
     nl.matmul(...)`` (the documented accumulation idiom, both operands in PSUM) works. ``y``
-    broadcasts to x's shape (same rank, free dims from 1) or is a scalar.
+    broadcasts to x's shape (same rank, free dims from 1) or is a scalar. Decision: ``+=`` into a
+    PSUM tile is an associative reduction, which affine_range allows ("reductions into PSUM"), so
+    race detection treats it like nc_matmul accumulation.
     """
     op = f"nl.{name} (in place)"
     if state.maybe_core() is None:
@@ -587,11 +590,20 @@ def inplace(name, x, y):
         other = F32(y)
     else:
         return NotImplemented
-    xv = access.read_f32(x)                 # (also the read hooks: races, uninitialised)
-    if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
-        access.write(x, other, add=True)    # fl32(x + y) in place: the same bits, no temporary
+    reduction = name == "add" and x.buffer is psum
+    if reduction:
+        # ``psum_tile += ...`` is the documented PSUM reduction: like nc_matmul accumulation it
+        # is exempt from race detection across affine_range iterations (never-written PSUM is
+        # still an uninitialised read in strict mode)
+        if x.alloc.init is not None:
+            uninit.check_read(x)
+        xv = access.read_f32(x, hooks=False)
     else:
-        access.write(x, _alu.lookup_alu(name, op)(xv, other))
+        xv = access.read_f32(x)             # (also the read hooks: races, uninitialised)
+    if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
+        access.write(x, other, add=True, reduction=reduction)   # fl32(x + y) in place
+    else:
+        access.write(x, _alu.lookup_alu(name, op)(xv, other), reduction=reduction)
     trace.emit(op, dst=x, data=x)
     return x
 

@@ -6,6 +6,7 @@ allocations written and clears PSUM matmul flags. Imports numpy, dtypes, errors,
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -216,9 +217,14 @@ def copy_back(t: NkiTensor, array: np.ndarray) -> None:
         array[...] = to_numpy(t).reshape(array.shape).astype(array.dtype, copy=False)
 
 
+_SNAPSHOT_LOCK = threading.Lock()
+
+
 def _first_write(alloc) -> None:
     if alloc.snapshot is _NOT_TAKEN:
-        alloc.snapshot = alloc.storage.copy()
+        with _SNAPSHOT_LOCK:        # LNC2: the other core waits until the copy is complete
+            if alloc.snapshot is _NOT_TAKEN:
+                alloc.snapshot = alloc.storage.copy()
     elif alloc.snapshot is _READ_ONLY:
         from ..checks.where import current_op
         op, _ = current_op(depth=3, kind="w")
@@ -272,7 +278,8 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     return np.asarray(t, dtype=F32)
 
 
-def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwrite: bool = False) -> None:
+def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwrite: bool = False,
+          reduction: bool = False) -> None:
     """Round ``values`` once into ``t``'s dtype and store them through the view.
 
     ``values`` must have ``t``'s element count (any shape with the same partition-major order, or
@@ -281,7 +288,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     ``t`` is part of the accumulation, so it is not reported as a race or uninitialised read.
     ``matmul=True`` marks the region as written by a matmul (PSUM auto-accumulate flags); any other
     write clears those flags. A matmul write counts as an accumulation for race detection unless
-    ``overwrite=True`` (``accumulate=False``).
+    ``overwrite=True`` (``accumulate=False``); so does a ``reduction=True`` write (``psum += ...``).
     """
     alloc = t.alloc
     if alloc.dependents:
@@ -289,7 +296,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     if alloc.lazy is not None and not add and _whole(t):
         alloc.lazy = None           # overwritten whole: the deferred copy is moot
     if alloc.watch is not None:
-        alloc.watch(t, "w", matmul and not overwrite)
+        alloc.watch(t, "w", (matmul and not overwrite) or reduction)
     if alloc.pending:
         if add:
             alloc.fill()
@@ -390,7 +397,8 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     """
     da, sa = dst.alloc, src.alloc
     rec = da.rec                    # on-chip allocations only; LNC1 launches only
-    if (rec is None or not rec.mem.deferrable or not dst._whole or da.lazy is not None or da.dependents
+    if (rec is None or not rec.mem.deferrable or not dst._whole or da is sa or da.lazy is not None
+            or da.dependents
             or sa.lazy is not None or src.shape != dst.shape or src.dtype is not dst.dtype
             or src.storage is not sa.storage or dst.storage.dtype is not src.storage.dtype):
         return False
