@@ -81,20 +81,61 @@ def case_tutorial(variant, repeat, n=512):
     return t_sim, t_np, {**extra, "style": TUTORIAL[variant]}
 
 
+def _placed(shape, page_offset, dtype=np.float32):
+    """An empty C-contiguous array starting ``page_offset`` bytes into a 4 KiB page."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    buf = np.empty(nbytes + 4096, np.uint8)
+    start = (page_offset - buf.ctypes.data) % 4096
+    return buf[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def _fastest_out(a, b, trials=50):
+    """An output array for ``np.add(a, b, out=...)`` placed where NumPy runs fastest: large arrays
+    often share a page offset, and a store stream at an unlucky distance (mod 4 KiB) from a load
+    stream stalls the CPU ("4K aliasing", up to 2x here). Tries 16 placements 256 bytes apart."""
+    buf = np.empty(a.nbytes + 8192, np.uint8)
+    outs = []
+    for k in range(16):
+        start = (a.ctypes.data + 256 * k - buf.ctypes.data) % 4096
+        outs.append(buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape))
+    best = [float("inf")] * 16
+    for _ in range(3):                      # three passes: a slow spell hits every placement
+        for k, c in enumerate(outs):
+            t0 = time.perf_counter()
+            for _ in range(trials):
+                np.add(a, b, out=c)
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return outs[best.index(min(best))]
+
+
 def case_overhead(repeat, n_ops=1000):
+    """1,000 tensor_tensor adds of one (128, 512) fp32 tile pair vs 1,000 NumPy adds of the same
+    arrays. The NumPy reference writes into one output array placed, relative to the inputs' page
+    offsets (the faster of NumPy's ways here; a fresh ``a + b`` result may share their page
+    offset and run at half speed, which would flatter the simulator). The JSON also gives that
+    fresh-result timing."""
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((128, 512), dtype=np.float32)
-    b = rng.standard_normal((128, 512), dtype=np.float32)
+    a = _placed((128, 512), 0)              # fixed page offsets: the same case in every process
+    b = _placed((128, 512), 1344)
+    a[...] = rng.standard_normal((128, 512), dtype=np.float32)
+    b[...] = rng.standard_normal((128, 512), dtype=np.float32)
+    c = _fastest_out(a, b)
     sim = nki.simulate(kernels.tensor_tensor_loop)
     np.testing.assert_array_equal(sim(a, b, 3), a + b)
 
     def numpy_loop():
         for _ in range(n_ops):
-            c = a + b
+            np.add(a, b, out=c)
         return c
+
+    def numpy_fresh():
+        for _ in range(n_ops):
+            d = a + b
+        return d
     t_sim, t_np, timing = interleaved_times(lambda: sim(a, b, n_ops), numpy_loop, repeat)
+    _, t_fresh, _ = interleaved_times(numpy_fresh, numpy_loop, max(3, repeat // 2))
     return t_sim, t_np, {"us_per_op_sim": t_sim / n_ops * 1e6, "us_per_op_numpy": t_np / n_ops * 1e6,
-                         **timing}
+                         "us_per_op_numpy_fresh_result": t_fresh / n_ops * 1e6, **timing}
 
 
 def case_lnc2(repeat):
