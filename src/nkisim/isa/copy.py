@@ -18,7 +18,7 @@ from ..errors import DtypeError, MemorySpaceError, ShapeError
 from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
-from .enums import NkiInstruction, as_enum, engine as _engine
+from .enums import NkiInstruction, as_enum, engine as _engine, instruction
 from .operands import target
 from ..checks.memo import remember
 
@@ -64,8 +64,9 @@ def tensor_copy(dst, src, engine=_engine.unknown, name=None, dtype=None):
             remember(_COPY_PASSED, key, eng)
     if not copy_deferred(dst, src):
         write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
-    trace.emit(op, dst=dst, src=src, engine=eng)
-    return NkiInstruction(op, name)
+    if trace.listeners:
+        trace.emit(op, dst=dst, src=src, engine=eng)
+    return instruction(op, name)
 
 
 _COPY_PASSED: dict = {}     # tensor_copy signatures whose rules passed -> engine

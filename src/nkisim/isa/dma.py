@@ -17,7 +17,7 @@ from ..memory.buffers import HBM, sbuf
 from ..memory.indirect import IndirectTensor, valid_rows
 from ..memory.tensor import NkiTensor
 from ..checks.memo import remember
-from .enums import NkiInstruction, as_enum, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
+from .enums import NkiInstruction, as_enum, instruction, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
 from .operands import target
 
 _DMA_BUFFERS = HBM | {sbuf}
@@ -62,8 +62,9 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
             remember(_PASSED, key)
     if not copy_deferred(dst, src):
         write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
-    trace.emit(op, dst=dst, src=src)
-    return NkiInstruction(op, name)
+    if trace.listeners:
+        trace.emit(op, dst=dst, src=src)
+    return instruction(op, name)
 
 
 _PASSED: dict = {}      # dma_copy signatures whose rules passed (they depend on these values only)

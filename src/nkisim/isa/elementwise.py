@@ -19,7 +19,7 @@ from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
 from .copy import gpsimd_no_psum
-from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
+from .enums import NkiInstruction, as_enum, engine as _engine, instruction, reduce_cmd as _cmd
 from .operands import column_f32, pf, target
 from ..checks.memo import remember
 
@@ -77,8 +77,9 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ig
         out = out_f32(dst) if isinstance(row.fn, np.ufunc) else None
         if out is not None:             # fp32 dst: compute straight into it (no rounding due)
             row.fn(a.reshape(out.shape), b.reshape(out.shape), out=out)
-            trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
-            return NkiInstruction(opn, name)
+            if trace.listeners:
+                trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
+            return instruction(opn, name)
         res = row.fn(a, b.reshape(shape))
     write(dst, res)
     trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)

@@ -91,6 +91,19 @@ class NkiInstruction:
         return f"<NkiInstruction {self.op}{' ' + self.name if self.name else ''}>"
 
 
+_SHARED: dict = {}
+
+
+def instruction(op: str, name=None) -> NkiInstruction:
+    """The handle an op returns: one shared, immutable handle per op when unnamed."""
+    if name is not None:
+        return NkiInstruction(op, name)
+    h = _SHARED.get(op)
+    if h is None:
+        h = _SHARED[op] = NkiInstruction(op)
+    return h
+
+
 __all__ = ["engine", "dge_mode", "oob_mode", "reduce_cmd", "matmul_perf_mode", "nc_version",
            "dma_engine", "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine",
            "unknown_engine", "NkiInstruction", "as_enum"]

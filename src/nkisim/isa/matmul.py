@@ -15,7 +15,7 @@ from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..checks import uninit
 from ..memory.access import matmul_flags, matmul_out, read_f32, read_raw, write
-from .enums import NkiInstruction, as_enum, matmul_perf_mode as _perf
+from .enums import NkiInstruction, as_enum, instruction, matmul_perf_mode as _perf
 from .operands import target
 from ..checks.memo import remember
 from ..memory.tensor import NkiTensor
@@ -72,8 +72,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             # product goes straight into PSUM (saves copying it there from the scratch array)
             np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n),
                       out=out.reshape(m, n))
-            trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
-            return NkiInstruction(op, name)
+            if trace.listeners:
+                trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
+            return instruction(op, name)
         res = _product(stationary, moving, k, m, n)
     else:
         res = _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position, tile_size,
@@ -93,8 +94,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     else:
         old = read_f32(dst, hooks=False).reshape(m, n)
         write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
-    trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
-    return NkiInstruction(op, name)
+    if trace.listeners:
+        trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
+    return instruction(op, name)
 
 
 _PASSED: dict = {}      # call signatures whose rules passed -> (k, m, n)

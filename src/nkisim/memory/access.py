@@ -106,6 +106,17 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
     return lay
 
 
+def _layout_named(op, shape, dtype, buffer, target, precise, name) -> _Layout:
+    """``_layout``, with the tensor's name (or shape) in the error messages."""
+    try:
+        return _layout(op, shape, dtype, buffer, target, precise)
+    except NkiError as exc:             # name the tensor in the message (the layout is shared)
+        if "{name}" in exc.what:
+            shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+            raise type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where) from None
+        raise
+
+
 def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True) -> NkiTensor:
     """A new tensor of ``shape``/``dtype`` in ``buffer``, filled with NaN (floats) / 4 (ints).
 
@@ -118,13 +129,12 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     launch = core.launch
     settings = launch.settings
     try:
-        lay = _layout(op, shape, dtype, buffer, core.target, settings.precise_fp)
-    except NkiError as exc:             # name the tensor in the message (the layout is shared)
-        if "{name}" in exc.what:
-            shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-            raise type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where) from None
-        raise
-    buf = lay.buffer
+        lay = _LAYOUT[(shape, dtype, buffer, launch.target, settings.precise_fp)]
+    except (KeyError, TypeError):
+        lay = None
+    if lay is None:
+        lay = _layout_named(op, shape, dtype, buffer, launch.target, settings.precise_fp, name)
+    buf = lay.buffer             # name the tensor in the message (the layout is shared)
     if buf is shared_hbm and launch.lnc > 1:
         shape, dt = lay.shape, lay.dtype
         with launch.lock:
@@ -142,7 +152,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     if lay.on_chip:
         mem = core.memory
         if mem is None:
-            mem = core.memory = CoreMemory(core.target, deferrable=launch.lnc == 1)
+            mem = core.memory = CoreMemory(launch.target, deferrable=launch.lnc == 1)
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
     else:

@@ -85,7 +85,11 @@ class Allocation:
                 alloc.materialize()
 
     def skip_fill(self) -> None:
-        """A first write covers everything: no sentinel needed (waits for a fill in progress)."""
+        """A first write covers everything: no sentinel needed (waits for a fill in progress;
+        only allocations without a core, i.e. shared, can be filled by another thread)."""
+        if self.core_id is not None:
+            self.pending = False
+            return
         with _FILL_LOCK:
             self.pending = False
 
