@@ -235,3 +235,28 @@ def test_lnc2_failure_restores_arrays_both_cores_wrote():
         with pytest.raises(ShapeError):
             nki.simulate(kernel)[2](x, y)
         assert not y.any()
+
+
+def test_garbage_collector_paused_during_a_launch_and_restored_after():
+    import gc
+    seen = []
+
+    def kernel(x):
+        seen.append(gc.isenabled())
+        if x.shape[0] == 2:
+            raise ValueError("boom")
+        return x
+    assert gc.isenabled()
+    simulate(kernel, np.zeros((1, 1), np.float32))
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(ValueError):
+        simulate(kernel, np.zeros((2, 1), np.float32))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        simulate(kernel, np.zeros((1, 1), np.float32))
+        assert not gc.isenabled()          # the caller's choice is kept
+    finally:
+        gc.enable()
+    simulate(kernel, np.zeros((1, 1), np.float32), lnc=2)
+    assert seen[-2:] == [False, False] and gc.isenabled()
