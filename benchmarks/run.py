@@ -177,18 +177,20 @@ b = rng.standard_normal((n, n), dtype=np.float32).astype(ml_dtypes.bfloat16)
 tracemalloc.start()                       # NumPy reports its data buffers to tracemalloc
 out = nki.simulate(kernels.matmul_tiled)(a, b)
 _, peak = tracemalloc.get_traced_memory()
-print(peak, a.nbytes + b.nbytes + out.nbytes)
+print(peak, a.nbytes + b.nbytes, a.nbytes + b.nbytes + out.nbytes)
 """
 
 
 def case_memory(n=2048):
-    """Peak memory allocated during the simulation (NumPy buffers and Python objects, traced by
-    tracemalloc from the call's start; the caller's inputs already exist) vs inputs + outputs."""
+    """(peak bytes allocated during the simulation, input bytes, input + output bytes) in a fresh
+    process. The peak counts NumPy buffers and Python objects, traced by tracemalloc from the
+    call's start (the output included); the caller's inputs exist before it, so the process's
+    peak is inputs + that. Not traced: BLAS's own fixed work buffers (part of the fixed 300 MB)."""
     here = os.path.dirname(os.path.abspath(__file__))
     res = subprocess.run([sys.executable, "-c", _MEM_CHILD, here, str(n)], capture_output=True,
                          text=True, check=True)
-    extra, io_bytes = map(int, res.stdout.split())
-    return extra, io_bytes
+    extra, in_bytes, io_bytes = map(int, res.stdout.split())
+    return extra, in_bytes, io_bytes
 
 
 def case_tiny_llama(repeat, n_new=8):
@@ -250,14 +252,17 @@ def main(argv=None):
                          "-" if target is None else f"<= {target}", note))
         if not only or "memory2048_bf16" in only:
             if not args.quick:
-                extra, io_bytes = case_memory()
-                ratio = extra / io_bytes
-                limit = (2 * io_bytes + 300 * 2**20) / io_bytes
-                results["cases"]["memory2048_bf16"] = {"extra_peak_bytes": extra, "io_bytes": io_bytes,
+                extra, in_bytes, io_bytes = case_memory()
+                peak = in_bytes + extra             # the inputs exist before the call
+                ratio = peak / io_bytes
+                limit = (2 * io_bytes + 300e6) / io_bytes     # 2x (inputs + outputs) + 300 MB
+                results["cases"]["memory2048_bf16"] = {"extra_peak_bytes": extra, "input_bytes": in_bytes,
+                                                       "peak_bytes": peak, "io_bytes": io_bytes,
                                                        "ratio": ratio, "target": limit}
-                rows.append(("memory2048_bf16", f"{extra / 2**20:.0f} MiB", f"{io_bytes / 2**20:.0f} MiB",
+                rows.append(("memory2048_bf16", f"{peak / 2**20:.0f} MiB", f"{io_bytes / 2**20:.0f} MiB",
                              f"{ratio:.2f}", f"<= {limit:.2f}",
-                             ("ok" if ratio <= limit else "OVER") + " peak extra / (inputs+outputs)"))
+                             ("ok" if ratio <= limit else "OVER") + " peak (inputs + all allocated during "
+                                                                   "the call) / (inputs + outputs)"))
     header = ("case", "sim ms", "numpy ms", "ratio", "target", "note")
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     for r in [header] + rows:
