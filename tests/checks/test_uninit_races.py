@@ -626,3 +626,59 @@ def test_psum_iadd_reduction_in_affine_range_is_not_a_race_but_a_plain_write_is(
         return out
     with pytest.raises(RaceError, match=r"^nisa\.memset: dst writes 512 element\(s\) of psum tensor 'acc'"):
         racy(clobber)(a, b)
+
+
+def test_psum_indexed_iadd_is_a_reduction_too():
+    """``acc[...] += nl.matmul(...)`` (the tutorial's form) runs as getitem, in-place add, then an
+    assignment of the view to itself, which must not count as a second, plain write."""
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((256, 16)).astype(np.float32), rng.standard_normal((256, 32)).astype(np.float32)
+
+    def kernel(x, y):
+        acc = nl.zeros((16, 32), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            acc[...] += nl.matmul(nl.load(x[k * 128:(k + 1) * 128, :]), nl.load(y[k * 128:(k + 1) * 128, :]),
+                                  transpose_x=True)
+            acc[:, 0:8] += 1.0
+        out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    want = a.T @ b
+    want[:, 0:8] += 2
+    np.testing.assert_allclose(racy(kernel)(a, b), want, rtol=1e-5, atol=1e-4)
+
+
+def test_psum_iadd_of_a_matmul_then_nc_matmul_accumulates():
+    """``acc += nl.matmul(...)`` leaves acc marked as matmul-written, so a following nc_matmul
+    with the default accumulate adds to it (the sum of all four products, in any loop order)."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((512, 16)).astype(np.float32), rng.standard_normal((512, 32)).astype(np.float32)
+
+    def kernel(x, y):
+        acc = nl.zeros((16, 32), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(4):
+            at, bt = nl.load(x[k * 128:(k + 1) * 128, :]), nl.load(y[k * 128:(k + 1) * 128, :])
+            if k % 2:
+                acc += nl.matmul(at, bt, transpose_x=True)
+            else:
+                nisa.nc_matmul(dst=acc, stationary=at, moving=bt)
+        out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    np.testing.assert_allclose(racy(kernel)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(racy(kernel, iteration_order="shuffled", seed=3)(a, b), a.T @ b,
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_assigning_a_view_to_itself_changes_nothing_but_other_assignments_still_write():
+    def kernel(x):
+        t = nl.load(x)
+        t[:, 0:2] = t[:, 0:2]               # a no-op
+        t[:, 2:4] = t[:, 0:2]               # a real copy
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    want = a.copy()
+    want[:, 2:4] = a[:, 0:2]
+    np.testing.assert_array_equal(nki.simulate(kernel)(a), want)

@@ -574,7 +574,9 @@ def inplace(name, x, y):
     nl.matmul(...)`` (the documented accumulation idiom, both operands in PSUM) works. ``y``
     broadcasts to x's shape (same rank, free dims from 1) or is a scalar. Decision: ``+=`` into a
     PSUM tile is an associative reduction, which affine_range allows ("reductions into PSUM"), so
-    race detection treats it like nc_matmul accumulation.
+    race detection treats it like nc_matmul accumulation; when ``y`` is a matmul result in PSUM
+    (``psum += nl.matmul(...)``, which the hardware runs as an accumulating matmul) x's elements
+    count as last written by a matmul (nc_matmul's accumulate=None then adds to them).
     """
     op = f"nl.{name} (in place)"
     if state.maybe_core() is None:
@@ -591,6 +593,10 @@ def inplace(name, x, y):
     else:
         return NotImplemented
     reduction = name == "add" and x.buffer is psum
+    # ``psum += nl.matmul(...)`` is how the hardware accumulates a matmul into PSUM: it marks x's
+    # elements as last written by a matmul, so a later nc_matmul(accumulate=None) adds to them
+    mm = (reduction and _is_tile(y) and y.buffer is psum and y.storage is y.alloc.storage
+          and access.matmul_flags(y) is True)
     if reduction:
         # ``psum_tile += ...`` is the documented PSUM reduction: like nc_matmul accumulation it
         # is exempt from race detection across affine_range iterations (never-written PSUM is
@@ -601,9 +607,9 @@ def inplace(name, x, y):
     else:
         xv = access.read_f32(x)             # (also the read hooks: races, uninitialised)
     if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
-        access.write(x, other, add=True, reduction=reduction)   # fl32(x + y) in place
+        access.write(x, other, add=True, reduction=reduction, matmul=mm)   # fl32(x + y) in place
     else:
-        access.write(x, _alu.lookup_alu(name, op)(xv, other), reduction=reduction)
+        access.write(x, _alu.lookup_alu(name, op)(xv, other), reduction=reduction, matmul=mm)
     trace.emit(op, dst=x, data=x)
     return x
 

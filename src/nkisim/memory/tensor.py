@@ -333,9 +333,18 @@ class NkiTensor:
         return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
 
     def __setitem__(self, key, value):
-        """``t[key] = value``: write a tensor, array or scalar through the view (rounded once)."""
+        """``t[key] = value``: write a tensor, array or scalar through the view (rounded once).
+
+        ``t[key] op= y`` runs as ``v = t[key]; v = v.__iop__(y); t[key] = v``: the in-place op
+        already wrote through the view, so assigning a view to exactly itself does nothing (it
+        is not a second, plain write: ``psum[...] += nl.matmul(...)`` stays a reduction)."""
         from .access import assign
-        assign(self[key], value)
+        dst = self[key]
+        if (type(value) is NkiTensor and value.alloc is dst.alloc and value.storage is dst.storage
+                and value.offset == dst.offset and value.shape == dst.shape
+                and value.strides == dst.strides and value.dtype == dst.dtype):
+            return
+        assign(dst, value)
 
     def slice(self, dim, start, end, step=1) -> "NkiTensor":
         """``t[..., start:end:step, ...]`` on ``dim``; requires ``0 <= start < end <= shape[dim]``."""

@@ -422,7 +422,9 @@ def _gc_paused():
     """Decision (speed): Python's cyclic garbage collector is paused while kernels run and
     resumed when the last running launch ends (if it was on). A kernel makes thousands of small
     objects (tiles, views, records) that reference counting frees and that form no cycles; the
-    collector's passes over them cost 3-9 % of a 512^3 tiled matmul's time (measured)."""
+    collector's passes over them cost 3-9 % of a 512^3 tiled matmul's time (measured). Known
+    limit: a ``gc.disable()`` made by another thread while a kernel runs is undone when the
+    launch ends (the collector state is process-wide)."""
     with _GC_LOCK:
         if _GC_PAUSES[0] == 0:
             _GC_PAUSES[1] = gc.isenabled()
