@@ -70,8 +70,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                 and (out := matmul_out(dst, accumulate is False)) is not None:
             # an overwrite of a whole fp32 tile (a fresh accumulator, nl.matmul's result): the
             # product goes straight into PSUM (saves copying it there from the scratch array)
-            np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n),
-                      out=out.reshape(m, n))
+            _product(stationary, moving, k, m, n, out.reshape(m, n))
             if trace.listeners:
                 trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
             return instruction(op, name)
@@ -169,15 +168,16 @@ def _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position
 _SCRATCH = threading.local()
 
 
-def _product(stationary, moving, k, m, n):
-    """stationary.T @ moving as float32 (m, n), in a per-thread scratch array that is valid until
-    the thread's next matmul (the caller writes it into PSUM at once). Reusing one array instead
-    of a fresh result per instruction avoids the page faults of fresh memory (measured: 4 per
-    instruction on a VM, each as slow as copying 16 KiB)."""
-    buf = getattr(_SCRATCH, "buf", None)
-    if buf is None or buf.size < m * n:
-        buf = _SCRATCH.buf = staggered(max(m * n, 128 * 512), np.float32)
-    out = buf[:m * n].reshape(m, n)
+def _product(stationary, moving, k, m, n, out=None):
+    """stationary.T @ moving as float32 (m, n), into ``out`` or else a per-thread scratch array
+    that is valid until the thread's next matmul (the caller writes it into PSUM at once).
+    Reusing one array instead of a fresh result per instruction avoids the page faults of fresh
+    memory (measured: 4 per instruction on a VM, each as slow as copying 16 KiB)."""
+    if out is None:
+        buf = getattr(_SCRATCH, "buf", None)
+        if buf is None or buf.size < m * n:
+            buf = _SCRATCH.buf = staggered(max(m * n, 128 * 512), np.float32)
+        out = buf[:m * n].reshape(m, n)
     return np.matmul(read_f32(stationary).reshape(k, m).T, read_f32(moving).reshape(k, n), out=out)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import threading
-import weakref
 
 import numpy as np
 
@@ -134,7 +133,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
         lay = None
     if lay is None:
         lay = _layout_named(op, shape, dtype, buffer, launch.target, settings.precise_fp, name)
-    buf = lay.buffer             # name the tensor in the message (the layout is shared)
+    buf = lay.buffer
     if buf is shared_hbm and launch.lnc > 1:
         shape, dt = lay.shape, lay.dtype
         with launch.lock:
@@ -301,10 +300,8 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     ``overwrite=True`` (``accumulate=False``); so does a ``reduction=True`` write (``psum += ...``).
     """
     alloc = t.alloc
-    if alloc.dependents:
-        alloc.release_dependents()
-    if alloc.lazy is not None and not add and _whole(t):
-        alloc.lazy = None           # overwritten whole: the deferred copy is moot
+    if alloc.dependents or alloc.lazy is not None:
+        _before_store(alloc, not add and _whole(t))
     if alloc.watch is not None:
         alloc.watch(t, "w", (matmul and not overwrite) or reduction)
     if alloc.pending:
@@ -353,10 +350,7 @@ def out_f32(t: NkiTensor):
     if t.dtype != F32 or t.storage.dtype != F32:
         return None
     alloc = t.alloc
-    if alloc.dependents:
-        alloc.release_dependents()
-    if alloc.lazy is not None and _whole(t):
-        alloc.lazy = None           # about to be overwritten whole: the deferred copy is moot
+    _before_store(alloc, _whole(t))
     _write_hooks(t, alloc)
     return t.np()
 
@@ -369,12 +363,19 @@ def matmul_out(t: NkiTensor, overwrite: bool):
     if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
         return None
     alloc = t.alloc
-    if alloc.dependents:
-        alloc.release_dependents()
-    alloc.lazy = None
+    _before_store(alloc, True)
     _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
     out = t.np()
     return out if out.flags.c_contiguous else None
+
+
+def _before_store(alloc, whole: bool) -> None:
+    """Before anything is stored into ``alloc``: tiles still reading it through a deferred copy
+    get their own copy; a ``whole`` overwrite makes the allocation's own deferred copy moot."""
+    if alloc.dependents:
+        alloc.release_dependents()
+    if whole:
+        alloc.lazy = None
 
 
 def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
@@ -415,13 +416,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     view = read_raw(src)
     _write_hooks(dst, da)
     da.lazy = view
-    deps = sa.dependents
-    if deps is None:
-        deps = sa.dependents = []
-    elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):    # at 64, 128, 256, ...: drop
-        live = {id(a): r for r in deps if (a := r()) is not None and a.lazy is not None}   # stale
-        deps[:] = live.values()
-    deps.append(weakref.ref(da))
+    sa.add_dependent(da)
     return True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import operator
 import threading
+import weakref
 
 import numpy as np
 
@@ -74,6 +75,17 @@ class Allocation:
         if src is not None:
             self.lazy = None
             self.storage.reshape(src.shape)[...] = src
+
+    def add_dependent(self, alloc) -> None:
+        """``alloc`` now reads this storage through a deferred copy (a weak reference: a dead
+        tile needs no copy)."""
+        deps = self.dependents
+        if deps is None:
+            deps = self.dependents = []
+        elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):   # at 64, 128, ...: drop stale
+            live = {id(a): r for r in deps if (a := r()) is not None and a.lazy is not None}
+            deps[:] = live.values()
+        deps.append(weakref.ref(alloc))
 
     def release_dependents(self) -> None:
         """Before this storage changes: every allocation still reading it through a deferred
