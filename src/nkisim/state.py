@@ -50,14 +50,12 @@ class CoreState:
     loops: list = field(default_factory=list)   # running affine_range scopes (race detection)
     memory: Any = None         # memory.capacity.CoreMemory: live SBUF/PSUM allocations
     extras: dict = field(default_factory=dict)
+    settings: Any = field(init=False, repr=False)   # the launch's (plain attributes: every op
+    target: Any = field(init=False, repr=False)     # reads the target, a property call is slower)
 
-    @property
-    def settings(self):
-        return self.launch.settings
-
-    @property
-    def target(self):
-        return self.launch.target
+    def __post_init__(self):
+        self.settings = self.launch.settings
+        self.target = self.launch.target
 
 
 current: contextvars.ContextVar[CoreState | None] = contextvars.ContextVar("nkisim_core", default=None)
