@@ -393,6 +393,15 @@ def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool =
         uninit.mark_written(t)
 
 
+def _can_defer(t: NkiTensor) -> bool:
+    """``t`` may take a deferred copy: the whole view of an on-chip allocation (``rec``) of an
+    LNC1 launch, not deferred already and not itself the source of a deferred copy."""
+    alloc = t.alloc
+    rec = alloc.rec
+    return (rec is not None and rec.mem.deferrable and t._whole is True and alloc.lazy is None
+            and not alloc.dependents)
+
+
 def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     """``dst = src`` bit-exactly without copying now, when it is safe; False when the caller must
     copy (``write(dst, read_raw(src))``).
@@ -407,11 +416,9 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     uninitialised) and of the destination write run as for a real copy.
     """
     da, sa = dst.alloc, src.alloc
-    rec = da.rec                    # on-chip allocations only; LNC1 launches only
-    if (rec is None or not rec.mem.deferrable or not dst._whole or da is sa or da.lazy is not None
-            or da.dependents
-            or sa.lazy is not None or src.shape != dst.shape or src.dtype is not dst.dtype
-            or src.storage is not sa.storage or dst.storage.dtype is not src.storage.dtype):
+    if (not _can_defer(dst) or da is sa or sa.lazy is not None or src.shape != dst.shape
+            or src.dtype is not dst.dtype or src.storage is not sa.storage
+            or dst.storage.dtype is not src.storage.dtype):
         return False
     view = read_raw(src)
     _write_hooks(dst, da)
@@ -425,9 +432,7 @@ def fill_deferred(t: NkiTensor, value) -> bool:
     recorded as a deferred copy of a stride-0 view instead of written now (see
     ``copy_deferred``); False when the caller must write it."""
     alloc = t.alloc
-    rec = alloc.rec
-    if rec is None or not rec.mem.deferrable or not t._whole or alloc.lazy is not None \
-            or alloc.dependents or t.storage is not alloc.storage:
+    if not _can_defer(t) or t.storage is not alloc.storage:
         return False
     scalar = _dt.round_into(np.asarray(value), t.dtype, alloc.precise)
     if scalar.dtype is not t.storage.dtype:
