@@ -54,6 +54,8 @@ class Settings:
     findings: Literal["first", "all"] = "first"        # NKISIM_FINDINGS: stop at the first broken
     #   rule, or run to the end (skipping each failing instruction) and report every finding
     barrier_timeout_s: float = 30.0                    # longest wait at an LNC2 sync point
+    fast_paths: bool = True                            # NKISIM_FAST_PATHS=0: no rule memo, deferred
+    #   copies/fills, storage pool, out= writes or GC pause (results are bit-identical either way)
 
     def __post_init__(self):
         object.__setattr__(self, "target", normalize_target(self.target))
@@ -84,6 +86,7 @@ class Settings:
             iteration_order="shuffled" if _flag(env.get("NKISIM_SHUFFLE"), False, "NKISIM_SHUFFLE") else "program",
             seed=int(env.get("NKISIM_SEED", "0") or 0),
             findings=(env.get("NKISIM_FINDINGS") or "first").strip().lower(),
+            fast_paths=_flag(env.get("NKISIM_FAST_PATHS"), True, "NKISIM_FAST_PATHS"),
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)

@@ -12,13 +12,16 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 _INTERNAL: dict = {}
+# nkisim's own kernels and examples are kernels like any other: errors name their lines
+_USER_DIRS = tuple(os.path.join(_PKG_DIR, d) + os.sep for d in ("kernels", "examples"))
 
 
 def _is_internal(filename: str) -> bool:
     hit = _INTERNAL.get(filename)
     if hit is None:
         path = os.path.abspath(filename)
-        hit = _INTERNAL[filename] = (path.startswith(_PKG_DIR) or filename.startswith("<frozen")
+        hit = _INTERNAL[filename] = ((path.startswith(_PKG_DIR) and not path.startswith(_USER_DIRS))
+                                     or filename.startswith(("<frozen", "<nkisim"))
                                      or "importlib" in filename)
     return hit
 

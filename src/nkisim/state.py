@@ -28,6 +28,17 @@ class LaunchState:
         self.sync = None                       # runtime.launch.Rendezvous under LNC2
         self.shared_races = None               # checks.races.SharedRaces under LNC2 + detect_races
         self.findings: list = []               # NkiErrors recorded when settings.findings == "all"
+        self.recording = None                  # trace.Recording active when the launch started
+        self.core_events: list = []            # one event list per core (while recording)
+        self.fast_counts = None                # Counter of fast paths taken (while recording)
+        self.next_id = 0                       # shared_hbm allocation ids
+
+    def count(self, fast_path: str) -> None:
+        """Count one firing of a fast path (only while recording)."""
+        c = self.fast_counts
+        if c is not None:
+            with self.lock:
+                c[fast_path] += 1
 
     def record(self, error) -> bool:
         """Keep ``error`` and go on (True) when findings="all"; False means raise it."""
@@ -50,12 +61,21 @@ class CoreState:
     loops: list = field(default_factory=list)   # running affine_range scopes (race detection)
     memory: Any = None         # memory.capacity.CoreMemory: live SBUF/PSUM allocations
     extras: dict = field(default_factory=dict)
+    ins: Any = None            # isa.dispatch.Ins: the instruction running now (memory names operands by it)
+    api: Any = None            # the nl function running now ("nl.load"), None for a bare nisa call
+    seq: int = 0               # instructions issued so far (the event's seq)
+    events: Any = None         # list of trace.Instruction while a recording is active, else None
+    fast: bool = True          # settings.fast_paths: memo, deferred copies, storage pool, out= writes
     settings: Any = field(init=False, repr=False)   # the launch's (plain attributes: every op
     target: Any = field(init=False, repr=False)     # reads the target, a property call is slower)
 
     def __post_init__(self):
         self.settings = self.launch.settings
         self.target = self.launch.target
+        self.fast = self.launch.settings.fast_paths
+        if self.launch.recording is not None:
+            self.events = []
+            self.launch.core_events.append((self.core_id, self.events))
 
 
 current: contextvars.ContextVar[CoreState | None] = contextvars.ContextVar("nkisim_core", default=None)

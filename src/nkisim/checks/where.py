@@ -11,7 +11,13 @@ _PREFIX = {"isa": "nisa", "language": "nl"}
 
 def current_op(tensor=None, depth: int = 2, kind: str = "r") -> tuple[str, str]:
     """(``nisa.<op>``, operand name) of the outermost nkisim API frame on the stack. When the same
-    tensor is passed as several operands, a read names an input and a write names ``dst``."""
+    tensor is passed as several operands, a read names an input and a write names ``dst``.
+    Inside an instruction run by ``isa.dispatch`` the running instruction names both."""
+    from .. import state
+    core = state.current.get()
+    ins = core.ins if core is not None else None
+    if ins is not None:
+        return ins.op, ins.role_of(tensor, kind) if tensor is not None else "operand"
     frame = sys._getframe(depth)
     found = None
     while frame is not None:

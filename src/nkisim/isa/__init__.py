@@ -48,6 +48,6 @@ from ..errors import NkiError as _NkiError  # noqa: E402
 
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, _types.FunctionType) and _name not in ("as_enum",):
+    if isinstance(_obj, _types.FunctionType) and _name not in ("as_enum",) and not hasattr(_obj, "spec"):
         globals()[_name] = _instruction(_obj)
 del _name, _obj

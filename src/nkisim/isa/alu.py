@@ -30,6 +30,11 @@ class AluOp:
         return self.fn(x) if self.unary else self.fn(x, y)
 
 
+from .dispatch import register_token_type  # noqa: E402
+
+register_token_type(AluOp)
+
+
 def _cmp(f):
     return lambda x, y: f(x, y).astype(F32)
 

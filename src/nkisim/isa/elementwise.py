@@ -21,76 +21,16 @@ from .activation import accumulator
 from .copy import gpsimd_no_psum
 from .enums import NkiInstruction, as_enum, engine as _engine, instruction, reduce_cmd as _cmd
 from .operands import column_f32, pf, target
-from ..checks.memo import remember
+from .dispatch import Passed, instruction
 
 _EXACT_INT = (_dt.int32, _dt.uint32)
 _EXACT_INT_OPS = frozenset(("add", "subtract", "multiply", "maximum", "minimum"))
 _TT_ENGINES = (_engine.vector, _engine.gpsimd, _engine.unknown)
 
 
-def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None, **ignored):
-    """dst = op(data1, data2), element-wise.
-
-    Shapes: data1, data2, dst have the same partition count (<= pmax) and elements per partition
-    (no broadcasting; use tensor_scalar for a (P, 1) operand).
-    Buffers: SBUF or PSUM; data1 and data2 not both in PSUM; GpSimd (``nl.power``) SBUF only.
-    Engine: vector, gpsimd or unknown ("engine: ... vector, gpsimd or unknown"; scalar and the
-    others raise EngineError); ``nl.power`` runs only on gpsimd; bitvec ops only on vector ("Vector
-    Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
-    ``nl.power`` and for all-int32/uint32 operands, else vector.
-    Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
-    shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
-    inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
-    dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
-    goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
-    (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
-    like any value (saturating into a narrower integer dtype).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
-    """
-    opn = "nisa.tensor_tensor"
-    t = target(opn)
-    try:
-        key = (t, op, engine, dst.shape, dst.dtype, dst.alloc.buffer, data1.shape, data1.dtype,
-               data1.alloc.buffer, data2.shape, data2.dtype, data2.alloc.buffer) \
-            if type(dst) is NkiTensor and type(data1) is NkiTensor and type(data2) is NkiTensor else None
-        hit = _TT_PASSED.get(key)
-    except TypeError:               # an unhashable op or engine: check every time
-        key = hit = None
-    if hit is None:
-        hit = _tt_checks(opn, t, dst, data1, data2, op, engine)
-        if key is not None:
-            remember(_TT_PASSED, key, hit)
-    row, eng = hit
-    shape = data1.shape
-    if row.kind == "bitvec":
-        a, b = read_raw(data1), read_raw(data2).reshape(shape)
-        res = row.fn(a, b.astype(a.dtype))
-    elif (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and row.name in _EXACT_INT_OPS
-          and (eng is _engine.gpsimd or (eng is _engine.unknown and psum not in
-                                         (dst.buffer, data1.buffer, data2.buffer)))):
-        res = row.fn(read_raw(data1).astype(np.int64), read_raw(data2).astype(np.int64).reshape(shape))
-        res = res.astype(data1.dtype)          # native 32-bit integer arithmetic wraps
-    else:
-        a, b = read_f32(data1), read_f32(data2)
-        out = out_f32(dst) if isinstance(row.fn, np.ufunc) else None
-        if out is not None:             # fp32 dst: compute straight into it (no rounding due)
-            row.fn(a.reshape(out.shape), b.reshape(out.shape), out=out)
-            if trace.listeners:
-                trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
-            return instruction(opn, name)
-        res = row.fn(a, b.reshape(shape))
-    write(dst, res)
-    trace.emit(opn, dst=dst, data1=data1, data2=data2, op=row.name, engine=eng)
-    return NkiInstruction(opn, name)
-
-
-_TT_PASSED: dict = {}       # tensor_tensor signatures whose rules passed -> (ALU row, engine)
-
-
-def _tt_checks(opn, t, dst, data1, data2, op, engine):
-    """tensor_tensor's rules (see its docstring); returns (ALU row, engine that runs it)."""
+def _tt_rules(ins, dst, data1, data2, op, engine, name):
+    """tensor_tensor's rules (see its docstring): the ALU row, and the engine that runs it."""
+    opn, t = ins.op, ins.target
     row = alu.lookup_alu(op, opn, "op")
     eng = as_enum(_engine, engine, opn)
     if row.name == "power":
@@ -112,7 +52,55 @@ def _tt_checks(opn, t, dst, data1, data2, op, engine):
     if row.kind == "bitvec":
         rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
         rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
-    return row, eng
+    if eng is _engine.unknown:      # int32/uint32 inputs go to GpSimd unless an operand is in PSUM
+        eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and psum not in
+                                 (dst.buffer, data1.buffer, data2.buffer)) else _engine.vector
+    return Passed(eng, row)
+
+
+def _tt_compute(ins, dst, data1, data2, op, engine, name):
+    row = ins.info
+    shape = data1.shape
+    if row.kind == "bitvec":
+        a, b = read_raw(data1), read_raw(data2).reshape(shape)
+        res = row.fn(a, b.astype(a.dtype))
+    elif (ins.engine is _engine.gpsimd and data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT
+          and row.name in _EXACT_INT_OPS):
+        res = row.fn(read_raw(data1).astype(np.int64), read_raw(data2).astype(np.int64).reshape(shape))
+        res = res.astype(data1.dtype)          # native 32-bit integer arithmetic wraps
+    else:
+        a, b = read_f32(data1), read_f32(data2)
+        out = out_f32(dst) if isinstance(row.fn, np.ufunc) else None
+        if out is not None:             # fp32 dst: compute straight into it (no rounding due)
+            row.fn(a.reshape(out.shape), b.reshape(out.shape), out=out)
+            return
+        res = row.fn(a, b.reshape(shape))
+    write(dst, res)
+
+
+@instruction(reads=("data1", "data2"), writes=("dst",), rules=_tt_rules, compute=_tt_compute)
+def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
+    """dst = op(data1, data2), element-wise.
+
+    Shapes: data1, data2, dst have the same partition count (<= pmax) and elements per partition
+    (no broadcasting; use tensor_scalar for a (P, 1) operand).
+    Buffers: SBUF or PSUM; data1 and data2 not both in PSUM; GpSimd (``nl.power``) SBUF only.
+    Engine: vector, gpsimd or unknown ("engine: ... vector, gpsimd or unknown"; scalar and the
+    others raise EngineError); ``nl.power`` runs only on gpsimd; bitvec ops only on vector ("Vector
+    Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
+    ``nl.power`` and for all-int32/uint32 operands (vector when any operand is in PSUM), else
+    vector; the event names the engine picked.
+    Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
+    shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
+    inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
+    computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
+    dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
+    goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
+    (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
+    like any value (saturating into a narrower integer dtype).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
+    """
 
 
 def _apply(row, x, operand, reverse):

@@ -25,6 +25,10 @@ class Op:
         return (_token, (self.name,))
 
 
+from ..isa.dispatch import register_token_type  # noqa: E402
+
+register_token_type(Op)
+
 NAMES = (
     # binary arithmetic / comparison / logical / bitwise
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "abs_max", "abs_min",

@@ -146,12 +146,14 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
                                          f"{alloc.shape} {_dt.name(alloc.dtype)} vs {shape} {_dt.name(dt)}")
                 return contiguous_view(alloc)
             alloc = _new_alloc(lay, name, None, settings, fill, core)
+            alloc.id = f"shared{k}"
             launch.shared_allocs.append(alloc)
             return contiguous_view(alloc)
     if lay.on_chip:
         mem = core.memory
         if mem is None:
-            mem = core.memory = CoreMemory(launch.target, deferrable=launch.lnc == 1)
+            mem = core.memory = CoreMemory(launch.target, deferrable=launch.lnc == 1 and core.fast,
+                                           pooled=core.fast)
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
     else:
@@ -162,17 +164,20 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
 
 
 def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
-    storage = mem.pool.take(lay.n, lay.sdt) if mem is not None else None
+    pool = mem.pool if mem is not None else None
+    storage = pool.take(lay.n, lay.sdt) if pool is not None else None
+    if storage is not None and core.events is not None:
+        core.launch.count("storage_pool")
     if storage is None:
         storage = staggered(lay.n, lay.sdt)
     alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(),
                        settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
     #                             write covers the whole allocation (see write / NkiTensor.np)
-    if mem is not None:
-        alloc.pool = mem.pool   # on-chip storage is recycled when the allocation dies
+    alloc.pool = pool           # on-chip storage is recycled when the allocation dies
     core.serial += 1
     alloc.serial = core.serial
+    alloc.id = f"c{core.core_id}.{core.serial}"
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
     if settings.detect_races:
@@ -195,6 +200,7 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
     in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
     storage = array.reshape(-1) if in_place else _dt.to_storage(array, sdt).reshape(-1)
     alloc = Allocation(storage, as_buffer(buffer), array.shape or (1,), dt, name, None, "argument", precise)
+    alloc.id = f"arg:{name}"
     if in_place:
         alloc.snapshot = _NOT_TAKEN
     elif not array.flags.writeable:
@@ -349,6 +355,11 @@ def out_f32(t: NkiTensor):
     ``write``). Read the op's inputs before calling it."""
     if t.dtype != F32 or t.storage.dtype != F32:
         return None
+    core = state.current.get()
+    if core is None or not core.fast:
+        return None
+    if core.events is not None:
+        core.launch.count("out_f32")
     alloc = t.alloc
     _before_store(alloc, _whole(t))
     _write_hooks(t, alloc)
@@ -362,6 +373,11 @@ def matmul_out(t: NkiTensor, overwrite: bool):
     Read the operands after calling it (a deferred copy of ``t`` is carried out first)."""
     if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
         return None
+    core = state.current.get()
+    if core is None or not core.fast:
+        return None
+    if core.events is not None:
+        core.launch.count("matmul_out")
     alloc = t.alloc
     _before_store(alloc, True)
     _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
@@ -422,6 +438,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         return False
     view = read_raw(src)
     _write_hooks(dst, da)
+    _count("deferred_copy")
     da.lazy = view
     sa.add_dependent(da)
     return True
@@ -438,8 +455,15 @@ def fill_deferred(t: NkiTensor, value) -> bool:
     if scalar.dtype is not t.storage.dtype:
         return False
     _write_hooks(t, alloc)
+    _count("deferred_fill")
     alloc.lazy = np.broadcast_to(scalar, t.shape)
     return True
+
+
+def _count(fast_path: str) -> None:
+    core = state.current.get()
+    if core is not None and core.events is not None:
+        core.launch.count(fast_path)
 
 
 def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:

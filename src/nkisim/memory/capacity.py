@@ -118,12 +118,12 @@ POOL = StoragePool()     # one per process: storage outlives the launch that mad
 class CoreMemory:
     """On-chip allocations of one core, checked for capacity when the core's kernel body returns."""
 
-    def __init__(self, target, deferrable: bool = False):
+    def __init__(self, target, deferrable: bool = False, pooled: bool = True):
         self.target = target
         self.deferrable = deferrable    # copies into this core's tiles may be deferred (LNC1)
         self.clock = 0
         self.recs: list[Rec] = []
-        self.pool = POOL
+        self.pool = POOL if pooled else None    # fast path: recycled storage (fast_paths=False: none)
 
     def add(self, alloc, nbytes: int) -> Rec:
         """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""

@@ -30,7 +30,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -52,6 +52,7 @@ class Allocation:
         self.pool = None        # a per-core free list the storage returns to when this dies
         self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
+        self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -133,7 +134,7 @@ class NkiTensor:
     Shapes: dim 0 of an SBUF/PSUM tensor is the partition dimension; the rest are free dims laid out
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
-    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole")
+    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -144,6 +145,7 @@ class NkiTensor:
         self.dtype = alloc.dtype if dtype is None else dtype
         self._np = None
         self._whole = None      # covers its allocation's storage exactly (access._whole), if known
+        self._sig = None        # static signature for the rule memo (isa.dispatch._key), if built
 
     # ---- attributes -------------------------------------------------------------------------
     @property

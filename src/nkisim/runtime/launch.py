@@ -16,11 +16,12 @@ import os
 import sys
 import threading
 import types
+from collections import Counter
 from typing import Any, Callable
 
 import numpy as np
 
-from .. import arch, state
+from .. import arch, state, trace
 from ..checks import races
 from ..config import Settings
 from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError
@@ -361,6 +362,9 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
                                           f"{target.name} has {target.lnc_max}", where=_def_site(func))
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
+    launch.recording = trace.active()
+    if launch.recording is not None:
+        launch.fast_counts = Counter()
     buffer = shared_hbm if lnc > 1 else private_hbm
     found: list = []
     converted: dict = {}
@@ -377,7 +381,7 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     kind = next(((b[2][0], b[2][1]) for b in bound if b[2] is not None), None)
 
     try:
-        with _gc_paused():
+        with _gc_paused(settings.fast_paths):
             if lnc == 1:
                 core = state.CoreState(launch, 0)
                 token = state.current.set(core)
@@ -389,6 +393,7 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
             else:
                 result = _run_lnc(func, args, kwargs, launch)
     except BaseException as exc:
+        _hand_over_events(launch)
         for _, t, _ in reversed(bound):
             access.restore(t)
         if launch.findings:
@@ -397,6 +402,7 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
             if findings is not None:
                 findings.extend(found)
         raise
+    _hand_over_events(launch)
     if launch.findings:
         _report(func, launch.findings)
         if findings is not None:
@@ -417,14 +423,26 @@ _GC_LOCK = threading.Lock()
 _GC_PAUSES = [0, False]      # running launches; whether the collector was on before the first
 
 
+def _hand_over_events(launch) -> None:
+    """A recorded launch's events (per core, issue order) go to the active recording."""
+    rec = launch.recording
+    if rec is not None:
+        launch.recording = None
+        rec.add_launch([ev for _, ev in sorted(launch.core_events, key=lambda ce: ce[0])],
+                       launch.fast_counts)
+
+
 @contextlib.contextmanager
-def _gc_paused():
+def _gc_paused(enabled: bool = True):
     """Decision (speed): Python's cyclic garbage collector is paused while kernels run and
     resumed when the last running launch ends (if it was on). A kernel makes thousands of small
     objects (tiles, views, records) that reference counting frees and that form no cycles; the
     collector's passes over them cost 3-9 % of a 512^3 tiled matmul's time (measured). Known
     limit: a ``gc.disable()`` made by another thread while a kernel runs is undone when the
-    launch ends (the collector state is process-wide)."""
+    launch ends (the collector state is process-wide). A fast path: off with fast_paths=False."""
+    if not enabled:
+        yield
+        return
     with _GC_LOCK:
         if _GC_PAUSES[0] == 0:
             _GC_PAUSES[1] = gc.isenabled()

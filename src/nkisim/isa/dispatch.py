@@ -1,0 +1,342 @@
+"""The instruction pipeline: every ``nisa`` op is one ``OpSpec`` run by ``run``.
+
+``@instruction(...)`` turns a documented signature (a stub with the op's docstring) into the public
+op: a generated function with exactly that signature (an unknown keyword raises TypeError naming
+the op and the keyword, with the closest parameter and the kernel's line) that calls ``run``.
+``run`` finds the core, checks the rules (memoised here and only here, keyed by every argument's
+static signature), computes, and appends one ``trace.Instruction`` when a recording is active.
+``findings="all"`` is applied here, and in ``api_call`` for the ``nl`` functions.
+Imports state, errors, trace, memory types; the op modules import this.
+"""
+from __future__ import annotations
+
+import difflib
+import enum
+import inspect
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .. import state
+from ..errors import NkiError, kernel_location
+from ..memory.indirect import IndirectTensor
+from ..memory.tensor import NkiTensor
+from ..trace.events import Instruction, Operand
+from .enums import NkiInstruction, engine as _engine, instruction as _handle
+
+MEMO_LIMIT = 8192   # passed signatures kept per op; a full table starts over
+
+
+class Passed(NamedTuple):
+    """What an op's rules derive from a passing call: the concrete engine that runs it and any
+    op-specific facts (an ALU row, (k, m, n), ...) its compute function reads as ``ins.info``."""
+    engine: _engine
+    info: Any = None
+
+
+class Ins:
+    """The running instruction: its spec, core, arguments and what its rules derived. Memory reads
+    and writes find it as ``core.ins`` (to name the operand in an error); ``extra`` holds facts the
+    compute function decided (they go to the event's options)."""
+    __slots__ = ("spec", "core", "args", "engine", "info", "extra", "seq")
+
+    def __init__(self, spec, core, args):
+        self.spec, self.core, self.args = spec, core, args
+        self.engine = None
+        self.info = None
+        self.extra = None
+        self.seq = 0
+
+    @property
+    def target(self):
+        return self.core.target
+
+    @property
+    def op(self) -> str:
+        """The public name used in error messages (``nisa.tensor_tensor``)."""
+        return self.spec.api
+
+    def note(self, **facts) -> None:
+        """Record facts for the event (e.g. ``accumulate=True`` as applied)."""
+        if self.core.events is not None:
+            if self.extra is None:
+                self.extra = {}
+            self.extra.update(facts)
+
+    def role_of(self, t, kind: str = "r") -> str:
+        """The parameter name ``t`` was passed as (a write names a written role first)."""
+        spec = self.spec
+        names = [n for n, a in zip(spec.names, self.args) if _same_view(a, t)]
+        outs = [n for n in names if n in spec.writes]
+        ins = [n for n in names if n not in spec.writes]
+        pick = (outs or ins) if kind == "w" else (ins or outs)
+        return pick[0] if pick else "operand"
+
+
+def _same_view(a, t) -> bool:
+    if a is t:
+        return True
+    if isinstance(a, IndirectTensor):
+        a = a.base
+    return (isinstance(a, NkiTensor) and isinstance(t, NkiTensor) and a.alloc is t.alloc
+            and a.offset == t.offset and a.shape == t.shape)
+
+
+class OpSpec:
+    """One instruction, declared once: its names, documented parameters and their roles, the
+    rules (a pure function of the arguments' static signature and the target, returning
+    ``Passed``), the compute function and the memo of passed signatures."""
+    __slots__ = ("op", "api", "names", "reads", "writes", "rules", "compute", "memo", "passed",
+                 "signature", "index")
+
+    def __init__(self, op, api, signature, reads, writes, rules, compute, memo):
+        self.op, self.api = op, api
+        self.signature = signature
+        self.names = tuple(signature.parameters)
+        self.index = {n: i for i, n in enumerate(self.names)}
+        for role in (*reads, *writes):
+            if role not in self.index:
+                raise TypeError(f"{api}: operand role {role!r} is not a parameter")
+        self.reads, self.writes = tuple(reads), tuple(writes)
+        self.rules, self.compute, self.memo = rules, compute, memo
+        self.passed: dict = {}
+
+    def __repr__(self):
+        return f"OpSpec({self.api})"
+
+
+SPECS: dict = {}      # api name -> OpSpec, filled at import by @instruction
+
+
+def instruction(*, reads: tuple = (), writes: tuple = (), rules: Callable, compute: Callable,
+                memo: bool = True, op: str | None = None, api: str | None = None):
+    """Decorate a signature stub (its parameters and docstring are the public op's) into the op.
+
+    ``rules(ins, *args) -> Passed`` raises the op's NkiErrors; ``compute(ins, *args)`` reads the
+    operands and writes the results. ``memo=False`` for ops whose rules read more than the
+    arguments' static signature (runtime values, the core's state)."""
+    def wrap(stub):
+        name = op or stub.__name__
+        spec = OpSpec(name, api or f"nisa.{name}", inspect.signature(stub), reads, writes, rules,
+                      compute, memo)
+        SPECS[spec.api] = spec
+        fn = _generate(stub, spec)
+        fn.spec = spec
+        return fn
+    return wrap
+
+
+def _generate(stub, spec: OpSpec):
+    """A function with ``stub``'s exact signature that calls ``run(spec, (args...))``, and
+    reports unknown keywords (Python would say only "unexpected keyword argument")."""
+    params, ns, seen_kwonly = [], {"_run": run, "_spec": spec, "_unknown_keywords": _unknown_keywords}, False
+    for p in spec.signature.parameters.values():
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"{spec.api}: only plain parameters are supported, not {p}")
+        if p.kind is p.KEYWORD_ONLY and not seen_kwonly:
+            params.append("*")
+            seen_kwonly = True
+        if p.default is p.empty:
+            params.append(p.name)
+        else:
+            ns[f"_d_{p.name}"] = p.default
+            params.append(f"{p.name}=_d_{p.name}")
+    names = ", ".join(spec.names)
+    src = (f"def {stub.__name__}({', '.join(params)}, **_kw):\n"
+           f"    if _kw:\n"
+           f"        _unknown_keywords(_spec, _kw)\n"
+           f"    return _run(_spec, ({names}{',' if len(spec.names) == 1 else ''}))\n")
+    exec(compile(src, f"<nkisim {spec.api}>", "exec"), ns)
+    fn = ns[stub.__name__]
+    fn.__doc__ = stub.__doc__
+    fn.__module__ = stub.__module__
+    fn.__qualname__ = stub.__qualname__
+    fn.__signature__ = spec.signature
+    return fn
+
+
+def _unknown_keywords(spec: OpSpec, kw: dict):
+    name = next(iter(kw))
+    close = difflib.get_close_matches(name, spec.names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise TypeError(f"{spec.api}() got an unexpected keyword argument {name!r}{hint} "
+                    f"({kernel_location(3)})")
+
+
+# ---- the memo key: every argument's static signature ----------------------------------------
+
+_SCALARS = (int, float, bool, str, type(None), np.float32, np.float64, np.int32, np.int64,
+            np.bool_, np.dtype)
+
+
+def _key(target, args):
+    """(target, per argument: a tensor's view signature, a scalar with its type, an enum member
+    or an operator token); None when an argument is anything else (checked on every call).
+
+    A tensor's signature is everything static about the view (type, shape, strides, offset,
+    dtype, buffer, its allocation's shape and dtype, whether it reinterprets the storage), so a
+    rule reading any of them cannot see a stale hit."""
+    key = [target]
+    for a in args:
+        ta = type(a)
+        if ta is NkiTensor:
+            sig = a._sig
+            if sig is None:
+                alloc = a.alloc
+                sig = a._sig = (a.shape, a.strides, a.offset, a.dtype, alloc.buffer, alloc.shape,
+                                alloc.dtype, a.storage is alloc.storage)
+            key.append(sig)
+        elif ta in _SCALARS:
+            key.append((ta, a))
+        elif isinstance(a, (enum.Enum, _TOKEN_TYPES)):
+            key.append(a)
+        elif ta is tuple:
+            try:
+                hash(a)
+            except TypeError:
+                return None
+            key.append((ta, a))
+        else:
+            return None
+    return tuple(key)
+
+
+_TOKEN_TYPES: tuple = ()
+
+
+def register_token_type(cls) -> None:
+    """Operator tokens (``nl.add``, ALU rows) are immutable: they may key the memo by identity."""
+    global _TOKEN_TYPES
+    if cls not in _TOKEN_TYPES:
+        _TOKEN_TYPES = _TOKEN_TYPES + (cls,)
+
+
+def _check(spec: OpSpec, ins: Ins, args, core) -> Passed:
+    if spec.memo and core.fast:
+        key = _key(core.target, args)
+        if key is not None:
+            hit = spec.passed.get(key)
+            if hit is not None:
+                return hit
+            passed = spec.rules(ins, *args)
+            table = spec.passed
+            if len(table) >= MEMO_LIMIT:
+                table.clear()
+            table[key] = passed
+            return passed
+    return spec.rules(ins, *args)
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+def run(spec: OpSpec, args: tuple):
+    """Run one instruction: rules (memoised) -> compute -> event. Under ``findings="all"`` a
+    broken rule (any NkiError of the instruction) is recorded and the instruction skipped."""
+    core = state.current.get()
+    if core is None:
+        raise NkiError(spec.api, "called outside a simulated kernel; run the kernel with "
+                                 "nki.simulate(kernel)(...) or set NKI_SIMULATOR=1")
+    ins = Ins(spec, core, args)
+    prev = core.ins
+    core.ins = ins
+    try:
+        passed = _check(spec, ins, args, core)
+        ins.engine, ins.info = passed
+        spec.compute(ins, *args)
+    except NkiError as exc:
+        if not core.launch.record(exc):
+            raise
+        return NkiInstruction(spec.api, args[spec.index["name"]] if "name" in spec.index else None)
+    finally:
+        core.ins = prev
+    core.seq += 1
+    ins.seq = core.seq
+    if core.events is not None:
+        core.events.append(_event(ins))
+    i = spec.index.get("name")
+    return _handle(spec.api, None if i is None else args[i])
+
+
+def api_call(api: str, fn: Callable, args, kwargs, fallback=None):
+    """Run an ``nl`` function as API ``api``: its instructions' events say ``api``; under
+    ``findings="all"`` a rule the function itself checks is recorded and ``fallback(*args,
+    **kwargs)`` (a placeholder result, or None) is returned so the kernel can go on."""
+    core = state.current.get()
+    if core is None:
+        return fn(*args, **kwargs)
+    prev = core.api
+    if prev is None:
+        core.api = api
+    try:
+        return fn(*args, **kwargs)
+    except NkiError as exc:
+        if prev is not None or not core.launch.record(exc):
+            raise
+        return fallback(*args, **kwargs) if fallback is not None else None
+    finally:
+        core.api = prev
+
+
+# ---- events ---------------------------------------------------------------------------------------
+
+def _event(ins: Ins) -> Instruction:
+    spec, args, core = ins.spec, ins.args, ins.core
+    reads = tuple(o for r in spec.reads if (o := operand(r, args[spec.index[r]])) is not None)
+    writes = tuple(o for r in spec.writes if (o := operand(r, args[spec.index[r]])) is not None)
+    roles = set(spec.reads) | set(spec.writes) | {"name"}
+    options = {n: plain(a) for n, a in zip(spec.names, args)
+               if n not in roles and not isinstance(a, (NkiTensor, IndirectTensor))}
+    if ins.extra:
+        options.update(ins.extra)
+    eng = ins.engine
+    return Instruction(op=spec.op, api=core.api or spec.api,
+                       engine=eng.name if isinstance(eng, _engine) else str(eng),
+                       core=core.core_id, seq=ins.seq, location=kernel_location(3),
+                       reads=reads, writes=writes, options=options)
+
+
+def operand(role: str, t) -> Operand | None:
+    """The event operand of tensor ``t`` passed as ``role`` (None for a scalar or None)."""
+    if isinstance(t, IndirectTensor):
+        t = t.base
+    if not isinstance(t, NkiTensor):
+        return None
+    alloc = t.alloc
+    on_chip = t.on_chip
+    isz = t.dtype.itemsize
+    return Operand(role=role, buffer=str(alloc.buffer), shape=t.shape, dtype=_dt.name(t.dtype),
+                   nbytes=t.size * isz, alloc=alloc.id, partitions=t.shape[0] if on_chip and t.shape else 1,
+                   contiguous_bytes=_contiguous(t.shape[1:] if on_chip else t.shape,
+                                                t.strides[1:] if on_chip else t.strides) * isz)
+
+
+def _contiguous(shape, strides) -> int:
+    """Elements in the longest dense run at the end of a view (the innermost dims)."""
+    run = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if s != run:
+            return run if run > 1 else 1
+        run *= n
+    return run
+
+
+def plain(a):
+    """An option value as a plain Python value (enums and tokens by name)."""
+    if isinstance(a, enum.Enum):
+        return a.name
+    if isinstance(a, _TOKEN_TYPES):
+        return getattr(a, "name", repr(a))
+    if isinstance(a, (np.generic,)):
+        return a.item()
+    if isinstance(a, (int, float, bool, str, type(None))):
+        return a
+    if isinstance(a, (tuple, list)):
+        return tuple(plain(x) for x in a)
+    return repr(a)
+
+
+__all__ = ["instruction", "run", "api_call", "Passed", "Ins", "OpSpec", "SPECS", "operand", "plain",
+           "register_token_type"]
