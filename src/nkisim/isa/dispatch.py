@@ -19,11 +19,14 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
+from ..state import current as _current
 from ..errors import NkiError, kernel_location
 from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
 from ..trace.events import Instruction, Operand
-from .enums import NkiInstruction, engine as _engine, instruction as _handle
+from . import enums as _enums
+from ..memory.buffers import MemoryRegion
+from .enums import NkiInstruction, engine as _engine
 
 MEMO_LIMIT = 8192   # passed signatures kept per op; a full table starts over
 
@@ -42,11 +45,10 @@ class Ins:
     __slots__ = ("spec", "core", "args", "engine", "info", "extra", "seq")
 
     def __init__(self, spec, core, args):
-        self.spec, self.core, self.args = spec, core, args
-        self.engine = None
-        self.info = None
+        self.spec = spec
+        self.core = core
+        self.args = args
         self.extra = None
-        self.seq = 0
 
     @property
     def target(self):
@@ -88,7 +90,7 @@ class OpSpec:
     rules (a pure function of the arguments' static signature and the target, returning
     ``Passed``), the compute function and the memo of passed signatures."""
     __slots__ = ("op", "api", "names", "reads", "writes", "rules", "compute", "memo", "passed",
-                 "signature", "index")
+                 "signature", "index", "name_at", "handle", "key")
 
     def __init__(self, op, api, signature, reads, writes, rules, compute, memo):
         self.op, self.api = op, api
@@ -101,6 +103,9 @@ class OpSpec:
         self.reads, self.writes = tuple(reads), tuple(writes)
         self.rules, self.compute, self.memo = rules, compute, memo
         self.passed: dict = {}
+        self.name_at = self.index.get("name")     # where the instruction's ``name`` argument is
+        self.handle = NkiInstruction(api)         # the shared handle of unnamed instructions
+        self.key = _key_function(self.names)      # (target, *args) -> memo key, or None
 
     def __repr__(self):
         return f"OpSpec({self.api})"
@@ -142,11 +147,42 @@ def _generate(stub, spec: OpSpec):
         else:
             ns[f"_d_{p.name}"] = p.default
             params.append(f"{p.name}=_d_{p.name}")
-    names = ", ".join(spec.names)
-    src = (f"def {stub.__name__}({', '.join(params)}, **_kw):\n"
-           f"    if _kw:\n"
-           f"        _unknown_keywords(_spec, _kw)\n"
-           f"    return _run(_spec, ({names}{',' if len(spec.names) == 1 else ''}))\n")
+    args = ", ".join(spec.names) + ("," if len(spec.names) == 1 else "")
+    keyed = ", ".join(_key_part(n) for n in spec.names if n != "name")
+    name = "name" if "name" in spec.index else "None"
+    ns.update(_current=state.current, _NT=NkiTensor, _KIND2=_SINGLETONS, _vk=_value_key,
+              _NoKey=_NoKey, _Ins=Ins, _NkiError=NkiError, _NkiInstruction=NkiInstruction)
+    # The fast lane (fast paths on, nobody recording, not inside another instruction, rules
+    # already passed for this signature) is run() with the memo hit inlined; anything else
+    # goes through run().
+    src = f"""def {stub.__name__}({', '.join(params)}, **_kw):
+    if _kw:
+        _unknown_keywords(_spec, _kw)
+    _c = _current.get()
+    if _c is None or not _c.fast or _c.events is not None or _c.ins is not None or not _spec.memo:
+        return _run(_spec, ({args}))
+    try:
+        _p = _spec.passed.get((_c.target, {keyed},))
+    except _NoKey:
+        _p = None
+    if _p is None:
+        return _run(_spec, ({args}))
+    _i = _c.ins = _Ins(_spec, _c, ({args}))
+    _i.engine, _i.info = _p
+    try:
+        _spec.compute(_i, {args})
+    except _NkiError as _e:
+        _c.ins = None
+        if not _c.launch.record(_e):
+            raise
+        return _spec.handle if {name} is None else _NkiInstruction(_spec.api, {name})
+    except BaseException:
+        _c.ins = None
+        raise
+    _c.ins = None
+    _c.seq += 1
+    return _spec.handle if {name} is None else _NkiInstruction(_spec.api, {name})
+"""
     exec(compile(src, f"<nkisim {spec.api}>", "exec"), ns)
     fn = ns[stub.__name__]
     fn.__doc__ = stub.__doc__
@@ -170,36 +206,83 @@ _SCALARS = (int, float, bool, str, type(None), np.float32, np.float64, np.int32,
             np.bool_, np.dtype)
 
 
-def _key(target, args):
-    """(target, per argument: a tensor's view signature, a scalar with its type, an enum member
-    or an operator token); None when an argument is anything else (checked on every call).
+# The memo key of one call is a flat tuple: the target, then per argument (``name`` excepted:
+# it labels the instruction and no rule reads it) a tensor's interned view signature (a negative
+# int: everything static about the view -- type, shape, strides, offset, dtype, buffer, its
+# allocation's shape and dtype, whether it reinterprets the storage -- so a rule reading any of
+# them cannot see a stale hit), an enum member's or operator token's id (they are singletons
+# that live as long as the process), or a scalar's (type, value) pair. Any other argument (a
+# list, an array, an indirect view, a register) makes the call unkeyable: its rules run.
 
-    A tensor's signature is everything static about the view (type, shape, strides, offset,
-    dtype, buffer, its allocation's shape and dtype, whether it reinterprets the storage), so a
-    rule reading any of them cannot see a stale hit."""
-    key = [target]
-    for a in args:
-        ta = type(a)
-        if ta is NkiTensor:
-            sig = a._sig
-            if sig is None:
-                alloc = a.alloc
-                sig = a._sig = (a.shape, a.strides, a.offset, a.dtype, alloc.buffer, alloc.shape,
-                                alloc.dtype, a.storage is alloc.storage)
-            key.append(sig)
-        elif ta in _SCALARS:
-            key.append((ta, a))
-        elif isinstance(a, (enum.Enum, _TOKEN_TYPES)):
-            key.append(a)
-        elif ta is tuple:
-            try:
-                hash(a)
-            except TypeError:
-                return None
-            key.append((ta, a))
-        else:
-            return None
-    return tuple(key)
+class _NoKey(Exception):
+    """An argument that cannot key the memo (its instruction's rules run on every call)."""
+
+
+def _value_key(a):
+    """The key of a non-tensor argument (see ``_key``); raises _NoKey."""
+    ta = type(a)
+    if ta is NkiTensor:
+        return _intern_sig(a)
+    kind = _KIND.get(ta)
+    if kind == 2 or (kind is None and isinstance(a, enum.Enum)):
+        return id(a)
+    if kind is None:
+        if ta is not tuple:
+            raise _NoKey
+        try:
+            hash(a)
+        except TypeError:
+            raise _NoKey from None
+    return (ta, a)
+
+
+def _key_part(n: str) -> str:
+    """The key expression of parameter ``n`` (see ``_key_function``)."""
+    return (f"({n}._sig if type({n}) is _NT and {n}._sig is not None else "
+            f"id({n}) if type({n}) in _KIND2 else _vk({n}))")
+
+
+def _key_function(names):
+    """``key(target, *args)``: the memo key of one call, unrolled per parameter (a view with a
+    cached signature id costs two attribute reads, an enum member or token one set lookup).
+    ``name`` is not keyed: it labels the instruction and no rule reads it."""
+    keyed = [n for n in names if n != "name"]
+    src = (f"def key(_t, {', '.join(names)}):\n"
+           f"    try:\n"
+           f"        return (_t, {', '.join(_key_part(n) for n in keyed)},)\n"
+           f"    except _NoKey:\n"
+           f"        return None\n")
+    ns = {"_NT": NkiTensor, "_vk": _value_key, "_NoKey": _NoKey, "_KIND2": _SINGLETONS}
+    exec(compile(src, "<nkisim memo key>", "exec"), ns)
+    return ns["key"]
+
+
+_SIGS: dict = {}      # view signature -> negative id (a view's id is cached on it as ._sig)
+
+
+def _intern_sig(a) -> int:
+    """The view's signature id (cached on the view)."""
+    alloc = a.alloc
+    sig = (a.shape, a.strides, a.offset, a.dtype, alloc.buffer, alloc.shape, alloc.dtype,
+           a.storage is alloc.storage)
+    i = _SIGS.get(sig)
+    if i is None:
+        if len(_SIGS) >= 1 << 20:       # start over (ids cached on live views stay unique)
+            _SIGS.clear()
+            _NEXT[0] -= 1 << 20
+        _NEXT[0] -= 1
+        i = _SIGS[sig] = _NEXT[0]
+    a._sig = i
+    return i
+
+
+_NEXT = [0]
+# argument type -> 1: a scalar (keyed by type and value), 2: a singleton (an enum member or an
+# operator token, keyed by id)
+_KIND: dict = {t: 1 for t in _SCALARS}
+_SINGLETONS: set = {_enums.engine, _enums.dge_mode, _enums.oob_mode, _enums.reduce_cmd,
+                    _enums.matmul_perf_mode, _enums.nc_version, _enums.dma_engine, MemoryRegion}
+_KIND.update({t: 2 for t in _SINGLETONS})
 
 
 _TOKEN_TYPES: tuple = ()
@@ -210,22 +293,8 @@ def register_token_type(cls) -> None:
     global _TOKEN_TYPES
     if cls not in _TOKEN_TYPES:
         _TOKEN_TYPES = _TOKEN_TYPES + (cls,)
-
-
-def _check(spec: OpSpec, ins: Ins, args, core) -> Passed:
-    if spec.memo and core.fast:
-        key = _key(core.target, args)
-        if key is not None:
-            hit = spec.passed.get(key)
-            if hit is not None:
-                return hit
-            passed = spec.rules(ins, *args)
-            table = spec.passed
-            if len(table) >= MEMO_LIMIT:
-                table.clear()
-            table[key] = passed
-            return passed
-    return spec.rules(ins, *args)
+    _KIND[cls] = 2
+    _SINGLETONS.add(cls)
 
 
 # ---- run ----------------------------------------------------------------------------------------
@@ -233,7 +302,7 @@ def _check(spec: OpSpec, ins: Ins, args, core) -> Passed:
 def run(spec: OpSpec, args: tuple):
     """Run one instruction: rules (memoised) -> compute -> event. Under ``findings="all"`` a
     broken rule (any NkiError of the instruction) is recorded and the instruction skipped."""
-    core = state.current.get()
+    core = _current.get()
     if core is None:
         raise NkiError(spec.api, "called outside a simulated kernel; run the kernel with "
                                  "nki.simulate(kernel)(...) or set NKI_SIMULATOR=1")
@@ -241,21 +310,41 @@ def run(spec: OpSpec, args: tuple):
     prev = core.ins
     core.ins = ins
     try:
-        passed = _check(spec, ins, args, core)
+        if spec.memo and core.fast:
+            key = spec.key(core.target, *args)
+            passed = spec.passed.get(key) if key is not None else None
+            if passed is None:
+                passed = spec.rules(ins, *args)
+                if key is not None:
+                    _remember(spec.passed, key, passed)
+        else:
+            passed = spec.rules(ins, *args)
         ins.engine, ins.info = passed
         spec.compute(ins, *args)
     except NkiError as exc:
         if not core.launch.record(exc):
             raise
-        return NkiInstruction(spec.api, args[spec.index["name"]] if "name" in spec.index else None)
+        return _named(spec, args)
     finally:
         core.ins = prev
     core.seq += 1
-    ins.seq = core.seq
     if core.events is not None:
+        ins.seq = core.seq
         core.events.append(_event(ins))
-    i = spec.index.get("name")
-    return _handle(spec.api, None if i is None else args[i])
+    if spec.name_at is None or args[spec.name_at] is None:
+        return spec.handle
+    return NkiInstruction(spec.api, args[spec.name_at])
+
+
+def _remember(table: dict, key, passed) -> None:
+    if len(table) >= MEMO_LIMIT:
+        table.clear()
+    table[key] = passed
+
+
+def _named(spec, args):
+    name = None if spec.name_at is None else args[spec.name_at]
+    return spec.handle if name is None else NkiInstruction(spec.api, name)
 
 
 def api_call(api: str, fn: Callable, args, kwargs, fallback=None):
