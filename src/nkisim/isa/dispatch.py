@@ -197,7 +197,7 @@ def _unknown_keywords(spec: OpSpec, kw: dict):
     close = difflib.get_close_matches(name, spec.names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise TypeError(f"{spec.api}() got an unexpected keyword argument {name!r}{hint} "
-                    f"({kernel_location(3)})")
+                    f"({kernel_location(2)})")
 
 
 # ---- the memo key: every argument's static signature ----------------------------------------
@@ -348,10 +348,12 @@ def _named(spec, args):
 
 
 def api_call(api: str, fn: Callable, args, kwargs, fallback=None):
-    """Run an ``nl`` function as API ``api``: its instructions' events say ``api``; under
-    ``findings="all"`` a rule the function itself checks is recorded and ``fallback(*args,
-    **kwargs)`` (a placeholder result, or None) is returned so the kernel can go on."""
-    core = state.current.get()
+    """Run an ``nl`` function as API ``api``: its instructions' events say ``api`` (the outermost
+    nl function names them); under ``findings="all"`` a rule the function itself checks is
+    recorded and ``fallback(*args, **kwargs)`` (a placeholder result, or None) is returned so the
+    kernel can go on (a rule broken inside one of its instructions skips that instruction, as
+    for a bare nisa call)."""
+    core = _current.get()
     if core is None:
         return fn(*args, **kwargs)
     prev = core.api
@@ -365,6 +367,44 @@ def api_call(api: str, fn: Callable, args, kwargs, fallback=None):
         return fallback(*args, **kwargs) if fallback is not None else None
     finally:
         core.api = prev
+
+
+def api_function(api: str, fallback: Callable | None = None):
+    """Decorate an ``nl`` function that issues instructions: the public function has the same
+    signature, reports unknown keywords like an op (TypeError naming ``api``, the keyword, the
+    closest parameter and the kernel's line) and runs through ``api_call``."""
+    def wrap(fn):
+        sig = inspect.signature(fn)
+        names = tuple(sig.parameters)
+        plain_params = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                           for p in sig.parameters.values())
+
+        if plain_params:
+            stub = _KeywordCheck(api, names)
+
+            def public(*args, **kwargs):
+                for k in kwargs:
+                    if k not in stub.index:
+                        _unknown_keywords(stub, {k: None})
+                return api_call(api, fn, args, kwargs, fallback)
+        else:
+            def public(*args, **kwargs):
+                return api_call(api, fn, args, kwargs, fallback)
+        public.__name__, public.__qualname__ = fn.__name__, fn.__qualname__
+        public.__doc__, public.__module__ = fn.__doc__, fn.__module__
+        public.__signature__ = sig
+        public.__wrapped_api__ = fn
+        return public
+    return wrap
+
+
+class _KeywordCheck:
+    """The names ``_unknown_keywords`` needs for an nl function."""
+    __slots__ = ("api", "names", "index")
+
+    def __init__(self, api, names):
+        self.api, self.names = api, names
+        self.index = frozenset(names)
 
 
 # ---- events ---------------------------------------------------------------------------------------
@@ -427,5 +467,5 @@ def plain(a):
     return repr(a)
 
 
-__all__ = ["instruction", "run", "api_call", "Passed", "Ins", "OpSpec", "SPECS", "operand", "plain",
+__all__ = ["instruction", "run", "api_call", "api_function", "Passed", "Ins", "OpSpec", "SPECS", "operand", "plain",
            "register_token_type"]
