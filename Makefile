@@ -19,6 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
+	NKISIM_FAST_PATHS=0 $(BIN)/python -m pytest -q -p no:warnings tests
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

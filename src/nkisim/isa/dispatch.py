@@ -317,6 +317,8 @@ def run(spec: OpSpec, args: tuple):
                 passed = spec.rules(ins, *args)
                 if key is not None:
                     _remember(spec.passed, key, passed)
+            elif core.events is not None:
+                core.launch.count("rule_memo")
         else:
             passed = spec.rules(ins, *args)
         ins.engine, ins.info = passed

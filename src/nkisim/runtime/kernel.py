@@ -16,7 +16,7 @@ from ..errors import NkiError, SimulatorOffError
 from . import launch as _launch
 
 _SIM_OPTIONS = ("target", "precise_fp", "uninitialized_reads", "detect_races", "iteration_order",
-                "seed", "barrier_timeout_s", "findings")
+                "seed", "barrier_timeout_s", "findings", "fast_paths")
 
 
 class Kernel:

@@ -1,0 +1,211 @@
+"""The instruction event contract: ``nkisim.trace.record()`` yields one Instruction per executed
+instruction with every field matching the kernel's own calls (op, api, engine, core, seq,
+location, operands with role/buffer/shape/dtype/nbytes/alloc). Expected values come from the
+kernels below (their shapes and the docs' engine of each op), never from nkisim."""
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import nkisim.nki as nki
+import nkisim.nki.isa as nisa
+import nkisim.nki.language as nl
+from nkisim import trace
+from nkisim.errors import ShapeError
+
+_SRC = inspect.getsource(inspect.getmodule(inspect.currentframe()))
+
+
+def line(tag: str) -> str:
+    """``test_events.py:N`` of the line carrying ``# ev:<tag>`` in this file."""
+    for i, text in enumerate(_SRC.splitlines(), 1):
+        if text.rstrip().endswith(f"# ev:{tag}"):
+            return f"test_events.py:{i}"
+    raise AssertionError(tag)
+
+
+def tiled_matmul(lhsT, rhs):
+    """out (M, N) = lhsT.T @ rhs, K accumulated in one PSUM tile."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(K // 128):
+        a = nl.ndarray((128, M), dtype=lhsT.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, N), dtype=rhs.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=lhsT[k * 128:(k + 1) * 128, :])   # ev:load_a
+        nisa.dma_copy(dst=b, src=rhs[k * 128:(k + 1) * 128, :])    # ev:load_b
+        nisa.nc_matmul(dst=acc, stationary=a, moving=b)            # ev:mm
+    res = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)                             # ev:evacuate
+    nisa.dma_copy(dst=out, src=res)                                # ev:store
+    return out
+
+
+def nl_style(x, y):
+    """out = (x + y) * 2 with nl.load / nl.add / nl.multiply / nl.store."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.load(x)                                                 # ev:nl_load_x
+    b = nl.load(y)                                                 # ev:nl_load_y
+    c = nl.add(a, b)                                               # ev:nl_add
+    d = nl.multiply(c, 2.0)                                        # ev:nl_mul
+    nl.store(out, d)                                               # ev:nl_store
+    return out
+
+
+def lnc2_add(a, b):
+    """out = a + b; core c takes rows [128 c, 128 c + 128)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    rows = nl.ds(nl.program_id(0) * 128, 128)
+    ta = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a[rows, :])                          # ev:lnc_a
+    nisa.dma_copy(dst=tb, src=b[rows, :])                          # ev:lnc_b
+    nisa.tensor_tensor(dst=ta, data1=ta, data2=tb, op=nl.add)      # ev:lnc_add
+    nisa.dma_copy(dst=out[rows, :], src=ta)                        # ev:lnc_store
+    return out
+
+
+def _roles(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def _record(kernel, *args, **options):
+    with trace.record() as events:
+        out = nki.simulate(kernel, **options)(*args)
+    return out, events
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_tiled_matmul_events_match_the_kernel(fast):
+    K, M, N = 256, 128, 512
+    rng = np.random.default_rng(1)
+    lhsT = rng.standard_normal((K, M), dtype=np.float32)
+    rhs = rng.standard_normal((K, N), dtype=np.float32)
+    out, ev = _record(tiled_matmul, lhsT, rhs, fast_paths=fast)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+    assert [e.op for e in ev] == ["dma_copy", "dma_copy", "nc_matmul"] * 2 + ["tensor_copy", "dma_copy"]
+    assert [e.api for e in ev] == ["nisa." + e.op for e in ev]
+    assert [e.engine for e in ev] == ["dma", "dma", "tensor"] * 2 + ["vector", "dma"]
+    assert [e.core for e in ev] == [0] * 8
+    assert [e.seq for e in ev] == list(range(1, 9))
+    assert [e.location for e in ev] == [line("load_a"), line("load_b"), line("mm")] * 2 + \
+        [line("evacuate"), line("store")]
+    f4 = 4
+    for k in range(2):
+        la, lb, mm = ev[3 * k:3 * k + 3]
+        assert _roles(la.reads) == [("src", "private_hbm", (128, M), "float32", 128 * M * f4)]
+        assert la.reads[0].alloc.startswith("arg:")
+        assert _roles(la.writes) == [("dst", "sbuf", (128, M), "float32", 128 * M * f4)]
+        assert la.writes[0].partitions == 128 and la.writes[0].contiguous_bytes == M * f4
+        assert la.reads[0].contiguous_bytes == 128 * M * f4      # 128 whole rows of lhsT
+        assert _roles(lb.writes) == [("dst", "sbuf", (128, N), "float32", 128 * N * f4)]
+        assert _roles(mm.reads) == [("stationary", "sbuf", (128, M), "float32", 128 * M * f4),
+                                    ("moving", "sbuf", (128, N), "float32", 128 * N * f4)]
+        assert _roles(mm.writes) == [("dst", "psum", (M, N), "float32", M * N * f4)]
+        # the operands are the tiles the DMAs just wrote
+        assert mm.reads[0].alloc == la.writes[0].alloc and mm.reads[1].alloc == lb.writes[0].alloc
+    assert ev[2].writes[0].alloc == ev[5].writes[0].alloc            # one accumulator
+    assert ev[2].reads[0].alloc != ev[5].reads[0].alloc              # a new stationary tile per k
+    ev_copy, ev_store = ev[6], ev[7]
+    assert _roles(ev_copy.reads) == [("src", "psum", (M, N), "float32", M * N * f4)]
+    assert ev_copy.reads[0].alloc == ev[2].writes[0].alloc
+    assert _roles(ev_copy.writes) == [("dst", "sbuf", (M, N), "float32", M * N * f4)]
+    assert _roles(ev_store.writes) == [("dst", "shared_hbm", (M, N), "float32", M * N * f4)]
+
+
+def test_events_are_the_same_with_and_without_fast_paths():
+    rng = np.random.default_rng(2)
+    lhsT = rng.standard_normal((256, 128), dtype=np.float32)
+    rhs = rng.standard_normal((256, 512), dtype=np.float32)
+    out1, ev1 = _record(tiled_matmul, lhsT, rhs, fast_paths=True)
+    out2, ev2 = _record(tiled_matmul, lhsT, rhs, fast_paths=False)
+    assert list(ev1) == list(ev2)
+    np.testing.assert_array_equal(out1, out2)
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    assert list(_record(nl_style, x, x, fast_paths=True)[1]) == list(_record(nl_style, x, x, fast_paths=False)[1])
+
+
+def test_nl_style_kernel_events_name_the_nl_call():
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    y = np.ones_like(x)
+    out, ev = _record(nl_style, x, y)
+    np.testing.assert_array_equal(out, (x + y) * 2)
+    assert [(e.api, e.op) for e in ev] == [("nl.load", "dma_copy"), ("nl.load", "dma_copy"),
+                                           ("nl.add", "tensor_tensor"), ("nl.multiply", "tensor_scalar"),
+                                           ("nl.store", "dma_copy")]
+    assert [e.engine for e in ev] == ["dma", "dma", "vector", "vector", "dma"]
+    assert [e.location for e in ev] == [line("nl_load_x"), line("nl_load_y"), line("nl_add"),
+                                        line("nl_mul"), line("nl_store")]
+    tile = (128, 64)
+    assert _roles(ev[2].reads) == [("data1", "sbuf", tile, "float32", 128 * 64 * 4),
+                                   ("data2", "sbuf", tile, "float32", 128 * 64 * 4)]
+    assert ev[2].reads[0].alloc == ev[0].writes[0].alloc and ev[2].reads[1].alloc == ev[1].writes[0].alloc
+    assert _roles(ev[3].reads) == [("data", "sbuf", tile, "float32", 128 * 64 * 4)]
+    assert ev[3].options["op0"] == "multiply" and ev[3].options["operand0"] == 2.0
+    assert ev[4].reads[0].alloc == ev[3].writes[0].alloc
+    assert ev[4].writes[0].buffer == "shared_hbm"
+
+
+def test_lnc2_events_per_core_in_issue_order():
+    a = np.arange(256 * 32, dtype=np.float32).reshape(256, 32)
+    b = np.full_like(a, 3)
+    out, ev = _record(nki.jit(lnc2_add)[2], a, b)
+    np.testing.assert_array_equal(out, a + b)
+    assert [e.core for e in ev] == [0] * 4 + [1] * 4
+    assert [e.seq for e in ev] == [1, 2, 3, 4] * 2
+    want = [("dma_copy", "dma", line("lnc_a")), ("dma_copy", "dma", line("lnc_b")),
+            ("tensor_tensor", "vector", line("lnc_add")), ("dma_copy", "dma", line("lnc_store"))]
+    assert [(e.op, e.engine, e.location) for e in ev] == want * 2
+    for core in (0, 1):
+        la, lb, add, st = ev[4 * core:4 * core + 4]
+        assert _roles(add.reads) == [("data1", "sbuf", (128, 32), "float32", 128 * 32 * 4),
+                                     ("data2", "sbuf", (128, 32), "float32", 128 * 32 * 4)]
+        assert la.reads[0].buffer == "shared_hbm" and la.reads[0].alloc.startswith("arg:")
+        assert add.writes[0].alloc.startswith(f"c{core}.")
+        assert st.writes[0].alloc == ev[3].writes[0].alloc          # the one shared output
+    # the same kernel under LNC1 traces like core 0 (only its row range differs: none here)
+    _, ev1 = _record(nki.jit(lnc2_add), a[:128], b[:128])
+    strip = [(e.op, e.api, e.engine, e.seq, e.location, _roles(e.reads), _roles(e.writes)) for e in ev1]
+    core0 = [(e.op, e.api, e.engine, e.seq, e.location, _roles(e.reads), _roles(e.writes)) for e in ev[:4]]
+    assert [(s[:5], s[6]) for s in strip] == [(c[:5], c[6]) for c in core0]
+
+
+def test_no_recording_no_events_and_nested_recordings_are_separate():
+    x = np.ones((128, 8), np.float32)
+    nki.simulate(nl_style)(x, x)                       # nobody records: nothing to see, no error
+    with trace.record() as outer:
+        nki.simulate(nl_style)(x, x)
+        with trace.record() as inner:
+            nki.simulate(nl_style)(x, x)
+    assert len(outer) == 5 and len(inner) == 5
+
+
+def test_failed_launch_still_hands_over_its_events():
+    def bad(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t[:, 0:4], op=nl.add)
+    x = np.ones((128, 8), np.float32)
+    with trace.record() as ev:
+        with pytest.raises(ShapeError):
+            nki.simulate(bad)(x)
+    assert [e.op for e in ev] == ["dma_copy"]
+
+
+def test_unknown_keyword_raises_type_error_with_suggestion_and_line():
+    def k(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add, egnine=nisa.engine.vector)  # ev:kw
+    with pytest.raises(TypeError, match=re.escape(
+            "nisa.tensor_tensor() got an unexpected keyword argument 'egnine'; did you mean "
+            f"'engine'? ({line('kw')})")):
+        nki.simulate(k)(np.ones((128, 8), np.float32))
+
+
+def test_generated_ops_keep_the_documented_signature():
+    sig = inspect.signature(nisa.tensor_tensor)
+    assert list(sig.parameters) == ["dst", "data1", "data2", "op", "engine", "name"]
+    assert sig.parameters["engine"].default is nisa.engine.unknown
+    assert "dst = op(data1, data2)" in nisa.tensor_tensor.__doc__
