@@ -247,16 +247,16 @@ def test_garbage_collector_paused_during_a_launch_and_restored_after():
             raise ValueError("boom")
         return x
     assert gc.isenabled()
-    simulate(kernel, np.zeros((1, 1), np.float32))
+    nki.simulate(kernel, fast_paths=True)(np.zeros((1, 1), np.float32))
     assert seen == [False] and gc.isenabled()
     with pytest.raises(ValueError):
-        simulate(kernel, np.zeros((2, 1), np.float32))
+        nki.simulate(kernel, fast_paths=True)(np.zeros((2, 1), np.float32))
     assert gc.isenabled()
     gc.disable()
     try:
-        simulate(kernel, np.zeros((1, 1), np.float32))
+        nki.simulate(kernel, fast_paths=True)(np.zeros((1, 1), np.float32))
         assert not gc.isenabled()          # the caller's choice is kept
     finally:
         gc.enable()
-    simulate(kernel, np.zeros((1, 1), np.float32), lnc=2)
+    nki.simulate(kernel, fast_paths=True)[2](np.zeros((1, 1), np.float32))
     assert seen[-2:] == [False, False] and gc.isenabled()
