@@ -219,7 +219,7 @@ class _NoKey(Exception):
 
 
 def _value_key(a):
-    """The key of a non-tensor argument (see ``_key``); raises _NoKey."""
+    """The key of a non-tensor argument (see the key comment above); raises _NoKey."""
     ta = type(a)
     if ta is NkiTensor:
         return _intern_sig(a)
@@ -269,7 +269,6 @@ def _intern_sig(a) -> int:
     if i is None:
         if len(_SIGS) >= 1 << 20:       # start over (ids cached on live views stay unique)
             _SIGS.clear()
-            _NEXT[0] -= 1 << 20
         _NEXT[0] -= 1
         i = _SIGS[sig] = _NEXT[0]
     a._sig = i
@@ -333,9 +332,7 @@ def run(spec: OpSpec, args: tuple):
     if core.events is not None:
         ins.seq = core.seq
         core.events.append(_event(ins))
-    if spec.name_at is None or args[spec.name_at] is None:
-        return spec.handle
-    return NkiInstruction(spec.api, args[spec.name_at])
+    return _named(spec, args)
 
 
 def _remember(table: dict, key, passed) -> None:
