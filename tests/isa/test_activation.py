@@ -1,6 +1,7 @@
 """ScalarE activation / activation_reduce against float64 formulas (math.erf for the exact GELU
 family) and the accumulator semantics of reduce_cmd."""
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -11,6 +12,7 @@ import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
 from _tiles import ps, sb
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_activation\.py:\d+\)$"
@@ -143,7 +145,7 @@ def test_activation_reduce_res_aliasing_dst_keeps_the_reduction(rng):
 
 def test_activation_reduce_op_must_be_add():
     x = np.ones((2, 2), np.float32)
-    with pytest.raises(NkiError, match=r"^nisa\.activation: reduce_op must be nl\.add, got maximum" + LOC):
+    with pytest.raises(UnsupportedError, match=r"^nisa\.activation: reduce_op must be nl\.add, got maximum" + LOC):
         act(x, nl.exp, reduce_op=nl.max, reduce_cmd=RC.reset_reduce)
 
 
@@ -217,7 +219,7 @@ def test_activation_bias_tile_any_dtype_but_tfloat32(rng):
 
 
 def test_activation_engine_keyword_must_be_scalar():
-    """Decision: activation has no engine parameter; an engine= keyword must be scalar or unknown."""
+    """Decision: the docs list no engine parameter; a keyword-only engine= must be scalar or unknown."""
     x = np.array([[0.5, -1.0]], np.float32)
     for engine in (nisa.engine.scalar, nisa.engine.unknown):
         np.testing.assert_array_equal(act(x, nl.exp, engine=engine), np.exp(x))
@@ -258,7 +260,7 @@ def test_activation_reduce_trn1_only_add():
     x = np.ones((2, 3), np.float32)
     d, r = _act_reduce(x, nl.copy, nl.add, target="trn1")
     np.testing.assert_array_equal(r, [[3], [3]])
-    with pytest.raises(NkiError, match=r"^nisa\.activation_reduce: reduce_op maximum is not supported on trn1; "
+    with pytest.raises(UnsupportedError, match=r"^nisa\.activation_reduce: reduce_op maximum is not supported on trn1; "
                                        r"expected one of add" + LOC):
         _act_reduce(x, nl.copy, nl.maximum, target="trn1")
 
@@ -272,3 +274,80 @@ def test_activation_reduce_requires_reduce_res_tensor():
     with pytest.raises(ShapeError, match=r"^nisa\.activation_reduce: reduce_res must be a tensor, got "
                                          r"NoneType" + LOC):
         simulate(kernel, x)
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+def test_activation_engine_is_keyword_only_and_misspellings_raise():
+    import inspect
+    sig = inspect.signature(nisa.activation)
+    assert list(sig.parameters)[:9] == ["dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res",
+                                        "reduce_cmd", "name"]
+    assert sig.parameters["engine"].kind is inspect.Parameter.KEYWORD_ONLY
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(d, nl.exp, sb(x), scael=2.0)  # ev:kw
+    want = ("nisa.activation() got an unexpected keyword argument 'scael'; did you mean 'scale'? "
+            f"({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, np.ones((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_activation_event(rng, fast):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((4, 1)).astype(BF16)
+
+    def kernel(x, b):
+        d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(d, nl.exp, sb(x), bias=sb(b), scale=0.5, reduce_op=nl.add,  # ev:act
+                        reduce_res=r, reduce_cmd=RC.reset_reduce)
+        return d, r
+    (d, r), ev = record(kernel, x, b, fast=fast)
+    y = np.exp(x * np.float32(0.5) + b.astype(np.float32))
+    np.testing.assert_array_equal(d, y.astype(BF16))
+    e = ev[2]
+    assert (e.op, e.api, e.engine, e.location) == ("activation", "nisa.activation", "scalar", line(__file__, "act"))
+    assert roles(e.reads) == [("data", "sbuf", (4, 6), "float32", 96), ("bias", "sbuf", (4, 1), "bfloat16", 8)]
+    assert roles(e.writes) == [("dst", "sbuf", (4, 6), "bfloat16", 48), ("reduce_res", "sbuf", (4, 1), "float32", 16)]
+    assert {k: e.options[k] for k in ("op", "scale", "reduce_op", "reduce_cmd", "engine")} == \
+        {"op": "exp", "scale": 0.5, "reduce_op": "add", "reduce_cmd": "reset_reduce", "engine": "unknown"}
+
+
+def test_activation_accumulator_is_read_on_every_call(rng):
+    """The ScalarE accumulator is core state: identical (memoised) calls keep adding to it."""
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def kernel(x):
+        s = sb(x)
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(d, nl.copy, s, reduce_cmd=RC.reset)
+        outs = []
+        for _ in range(3):
+            r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(d, nl.copy, s, reduce_op=nl.add, reduce_res=r, reduce_cmd=RC.reduce)
+            outs.append(r)
+        return tuple(outs)
+    for fast in (True, False):
+        out, _ = record(kernel, x, fast=fast)
+        total = np.float32(0)
+        for k, r in enumerate(out, 1):
+            total = total + x.sum(axis=1, dtype=np.float32)
+            np.testing.assert_array_equal(r[:, 0], total)
+
+
+def test_activation_reduce_event():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(d, nl.copy, sb(x), nl.maximum, r)
+        return r
+    r, ev = record(kernel, x, target="trn2")
+    np.testing.assert_array_equal(r, x.max(axis=1, keepdims=True))
+    e = ev[1]
+    assert (e.op, e.engine, e.options["reduce_op"]) == ("activation_reduce", "scalar", "maximum")
+    assert roles(e.writes) == [("dst", "sbuf", (2, 3), "float32", 24), ("reduce_res", "sbuf", (2, 1), "float32", 8)]

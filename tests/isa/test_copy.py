@@ -10,6 +10,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, ShapeError
 from conftest import simulate
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 
@@ -398,3 +399,102 @@ def test_tensor_copy_predicated_shape_mismatch():
     with pytest.raises(ShapeError, match=err("tensor_copy_predicated", "predicate has 3 elements per "
                                              "partition, dst has 4 (shapes (2, 3) vs (2, 4))")):
         run_predicated(x, np.ones((2, 3), np.uint8), 1.0)
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+def test_memset_misspelt_keyword_raises_type_error():
+    def kernel():
+        d = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=0.0, egnine=nisa.engine.vector)  # ev:kw
+    want = ("nisa.memset() got an unexpected keyword argument 'egnine'; did you mean 'engine'? "
+            f"({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, target="trn2")
+
+
+def test_tensor_copy_keeps_the_old_dtype_keyword():
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=load(x), dtype=nl.float32)
+        return store(d)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(simulate(kernel, x, target="trn2"), x)
+
+
+@pytest.mark.parametrize("engine, want", [(nisa.engine.unknown, "vector"), (nisa.engine.gpsimd, "gpsimd"),
+                                          (nisa.engine.scalar, "scalar")])
+def test_tensor_copy_event_names_the_engine_that_ran(engine, want):
+    def kernel(x):
+        s = load(x)
+        d = nl.ndarray((2, 3), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=d, src=s, engine=engine)  # ev:copy
+        return store(d)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for fast in (True, False):
+        out, ev = record(kernel, x, fast=fast, target="trn2")
+        np.testing.assert_array_equal(out, x.astype(BF16))
+        e = ev[1]
+        assert (e.op, e.api, e.engine, e.location) == ("tensor_copy", "nisa.tensor_copy", want,
+                                                       line(__file__, "copy"))
+        assert e.options["engine"] == engine.name and e.options["dtype"] is None
+        assert roles(e.reads) == [("src", "sbuf", (2, 3), "float32", 24)]
+        assert roles(e.writes) == [("dst", "sbuf", (2, 3), "bfloat16", 12)]
+        assert e.reads[0].alloc == ev[0].writes[0].alloc
+
+
+def test_memset_event_and_engine():
+    def kernel():
+        d = nl.ndarray((2, 3), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=5)
+        nisa.memset(dst=d[:, 0:1], value=-1, engine=nisa.engine.gpsimd)
+        return store(d)
+    out, ev = record(kernel, target="trn2")
+    np.testing.assert_array_equal(out, [[-1, 5, 5], [-1, 5, 5]])
+    assert [(e.op, e.engine, e.options["value"]) for e in ev[:2]] == [("memset", "vector", 5),
+                                                                       ("memset", "gpsimd", -1)]
+    assert roles(ev[0].writes) == [("dst", "sbuf", (2, 3), "int32", 24)]
+    assert roles(ev[1].writes) == [("dst", "sbuf", (2, 1), "int32", 8)]
+    assert ev[0].reads == ()
+
+
+def test_iota_event_and_a_runtime_offset_read_on_every_call():
+    """A (1, 1) offset tensor keys the rule memo by its static signature; its value is read when
+    the instruction runs, so the same call with a new value gives new results."""
+    def kernel(offs):
+        reg = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        outs = []
+        for r in range(2):
+            nisa.dma_copy(dst=reg, src=offs[r:r + 1, :])
+            d = nl.ndarray((2, 3), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.iota(dst=d, pattern=((1, 3),), offset=reg, channel_multiplier=10)
+            outs.append(store(d))
+        return tuple(outs)
+    for fast in (True, False):
+        (a, b), ev = record(kernel, np.array([[0], [100]], np.int32), fast=fast, target="trn2")
+        np.testing.assert_array_equal(a, [[0, 1, 2], [10, 11, 12]])
+        np.testing.assert_array_equal(b, [[100, 101, 102], [110, 111, 112]])
+        iotas = [e for e in ev if e.op == "iota"]
+        assert [e.engine for e in iotas] == ["gpsimd"] * 2
+        assert roles(iotas[0].reads) == [("offset", "sbuf", (1, 1), "int32", 4)]
+        assert roles(iotas[0].writes) == [("dst", "sbuf", (2, 3), "int32", 24)]
+        assert iotas[0].options["pattern"] == ((1, 3),) and iotas[0].options["channel_multiplier"] == 10
+
+
+def test_tensor_copy_predicated_event():
+    def kernel(x, p):
+        d = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=0.0)
+        nisa.tensor_copy_predicated(dst=d, src=load(x), predicate=load(p))
+        nisa.tensor_copy_predicated(dst=d, src=9.0, predicate=load(p), reverse_pred=True)
+        return store(d)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    p = np.array([[1, 0, 1], [0, 0, 1]], np.uint8)
+    out, ev = record(kernel, x, p, target="trn2")
+    np.testing.assert_array_equal(out, np.where(p != 0, x, 9.0))
+    tcp = [e for e in ev if e.op == "tensor_copy_predicated"]
+    assert [e.engine for e in tcp] == ["vector", "vector"]
+    assert roles(tcp[0].reads) == [("src", "sbuf", (2, 3), "float32", 24), ("predicate", "sbuf", (2, 3), "uint8", 6)]
+    assert roles(tcp[1].reads) == [("predicate", "sbuf", (2, 3), "uint8", 6)]
+    assert tcp[1].options["src"] == 9.0 and tcp[1].options["reverse_pred"] is True
+    assert roles(tcp[0].writes) == [("dst", "sbuf", (2, 3), "float32", 24)]

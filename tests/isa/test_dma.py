@@ -7,8 +7,10 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
+from nkisim.errors import (BoundsError, DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError,
+                           UnsupportedError)
 from conftest import simulate
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 FP8 = ml_dtypes.float8_e4m3
@@ -258,5 +260,159 @@ def test_dma_transpose_indirect_and_other_modes_unsupported():
 def test_dma_transpose_priority_range():
     x = np.arange(6, dtype=np.float16).reshape(2, 3)
     np.testing.assert_array_equal(simulate(transpose_kernel((3, 2), priority=3), x, target="trn3"), x.T)
-    with pytest.raises(NkiError, match=err("dma_transpose", "priority must be None or an int in 0..3, got 4")):
+    with pytest.raises(ShapeError, match=err("dma_transpose", "priority must be None or an int in 0..3, got 4")):
         simulate(transpose_kernel((3, 2), priority=4), x, target="trn3")
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+def test_dma_copy_misspelt_keyword_raises_type_error():
+    def kernel(x):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mod=nisa.dge_mode.hwdge)  # ev:kw
+    want = ("nisa.dma_copy() got an unexpected keyword argument 'dge_mod'; did you mean "
+            f"'dge_mode'? ({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, np.zeros((4, 8), np.float32), target="trn2")
+
+
+def test_dma_copy_beta1_mask_keyword_is_a_type_error():
+    """Beta 1's ``mask=`` is no parameter of the Beta 2 dma_copy: it is reported, not dropped."""
+    def kernel(x):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, mask=None)
+    with pytest.raises(TypeError, match=r"^nisa\.dma_copy\(\) got an unexpected keyword argument 'mask'"):
+        simulate(kernel, np.zeros((4, 8), np.float32), target="trn2")
+
+
+def test_dma_copy_events_are_dma_with_options_and_the_same_in_both_modes(rng):
+    x = rng.standard_normal((4, 8), dtype=np.float32)
+    kernel = copy_kernel((4, 8), nl.bfloat16, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.sync)
+    kernel_cast = copy_kernel((4, 8), nl.bfloat16)
+    for fast in (True, False):
+        out, ev = record(kernel_cast, x, fast=fast, target="trn2")
+        np.testing.assert_array_equal(out, x.astype(BF16))
+        load, store = ev
+        assert (load.op, load.api, load.engine) == ("dma_copy", "nisa.dma_copy", "dma")
+        assert roles(load.reads) == [("src", "private_hbm", (4, 8), "float32", 128)]
+        assert roles(load.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64)]
+        assert load.options == {"priority": None, "oob_mode": "error", "dge_mode": "unknown",
+                                "engine": "unknown"}
+        assert roles(store.writes) == [("dst", "shared_hbm", (4, 8), "bfloat16", 64)]
+        assert store.reads[0].alloc == load.writes[0].alloc
+    xb = x.astype(BF16)
+    _, ev = record(kernel, xb, target="trn2")
+    assert ev[0].engine == "dma" and (ev[0].options["dge_mode"], ev[0].options["engine"]) == ("hwdge", "sync")
+
+
+def test_dma_copy_deferred_copy_fires_and_changes_nothing(rng):
+    x = rng.standard_normal((4, 8), dtype=np.float32)
+
+    def kernel(x):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)                      # a whole tile: deferred
+        u = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=t)
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+    out_f, ev_f = record(kernel, x, fast=True)
+    out_s, ev_s = record(kernel, x, fast=False)
+    assert out_f.tolist() == out_s.tolist() == x.tolist()
+    assert list(ev_f) == list(ev_s)
+    assert ev_f.fast_paths["deferred_copy"] >= 1 and not +ev_s.fast_paths
+
+
+def _indirect(idx_rows, scatter=False, oob=nisa.oob_mode.skip):
+    def kernel(table, idx):
+        rows, f = idx.shape[0], table.shape[1]
+        it = nl.ndarray((rows, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=it, src=idx)
+        t = nl.ndarray((rows, f), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=-7.0)
+        view = table.ap([[f, rows], [1, f]], vector_offset=it, indirect_dim=0)
+        if scatter:
+            nisa.dma_copy(dst=view, src=t, oob_mode=oob)        # ev:scatter
+            return table
+        nisa.dma_copy(dst=t, src=view, oob_mode=oob)            # ev:gather
+        out = nl.ndarray((rows, f), dtype=table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_indirect_gather_event_notes_the_rows_copied(rng, fast):
+    table = rng.standard_normal((10, 6), dtype=np.float32)
+    idx = np.array([[3], [12], [9], [-1], [5]], np.int32)       # two rows out of bounds: skipped
+    out, ev = record(_indirect(5), table, idx, fast=fast)
+    want = np.full((5, 6), -7.0, np.float32)
+    want[[0, 2, 4]] = table[[3, 9, 5]]
+    np.testing.assert_array_equal(out, want)
+    g = ev[2]
+    assert (g.op, g.engine, g.location) == ("dma_copy", "dma", line(__file__, "gather"))
+    assert g.options["indirect"] is True and g.options["rows"] == 3 and g.options["oob_mode"] == "skip"
+    assert roles(g.reads) == [("src", "private_hbm", (10, 6), "float32", 240)]     # the base tensor
+    assert roles(g.writes) == [("dst", "sbuf", (5, 6), "float32", 120)]
+
+
+def test_indirect_scatter_event_names_the_base_as_dst(rng):
+    table = np.zeros((6, 4), np.float32)
+    idx = np.array([[4], [1]], np.int32)
+    out, ev = record(_indirect(2, scatter=True), table, idx)
+    want = np.zeros((6, 4), np.float32)
+    want[[4, 1]] = -7.0
+    np.testing.assert_array_equal(out, want)
+    s = ev[-1]
+    assert s.location == line(__file__, "scatter") and s.options["rows"] == 2
+    assert roles(s.writes) == [("dst", "private_hbm", (6, 4), "float32", 96)]
+    assert roles(s.reads) == [("src", "sbuf", (2, 4), "float32", 32)]
+
+
+def test_indirect_index_values_are_checked_on_every_call(rng):
+    """Same static signature twice; only the second call's index values are out of bounds."""
+    table = rng.standard_normal((4, 3), dtype=np.float32)
+
+    def kernel(table, idx):
+        it = nl.ndarray((2, 1), dtype=nl.int32, buffer=nl.sbuf)
+        t = nl.ndarray((2, 3), dtype=table.dtype, buffer=nl.sbuf)
+        for r in range(2):
+            nisa.dma_copy(dst=it, src=idx[r])
+            nisa.dma_copy(dst=t, src=table.ap([[3, 2], [1, 3]], vector_offset=it, indirect_dim=0))
+    idx = np.array([[[1], [2]], [[0], [7]]], np.int32)
+    with pytest.raises(BoundsError, match=err("dma_copy", "vector_offset index 7 at partition 1 is outside "
+                                                          "0:4 rows of tensor 'argument 0' (4, 3) "
+                                                          "(oob_mode=error)")):
+        simulate(kernel, table, idx)
+
+
+def test_indirect_static_rules_still_raise(rng):
+    table = np.zeros((4, 3), np.float32)
+    with pytest.raises(UnsupportedError, match=err("dma_copy", "indirect (vector_offset) DMA needs the "
+                                                               "software DGE, not dge_mode=hwdge")):
+        def kernel(table, idx):
+            it = nl.ndarray((2, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=it, src=idx)
+            t = nl.ndarray((2, 3), dtype=table.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=table.ap([[3, 2], [1, 3]], vector_offset=it, indirect_dim=0),
+                          dge_mode=nisa.dge_mode.hwdge)
+        simulate(kernel, table, np.zeros((2, 1), np.int32), target="trn2")
+
+
+def test_dma_transpose_event(rng):
+    x = rng.standard_normal((4, 8)).astype(BF16)
+
+    def kernel(x):
+        d = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=d, src=x)
+        out = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=d)
+        return out
+    for fast in (True, False):
+        out, ev = record(kernel, x, fast=fast, target="trn2")
+        assert out.view(np.uint16).tolist() == x.T.view(np.uint16).tolist()
+        e = ev[0]
+        assert (e.op, e.engine, e.options["axes"], e.options["dge_mode"]) == ("dma_transpose", "dma", None,
+                                                                               "unknown")
+        assert roles(e.reads) == [("src", "private_hbm", (4, 8), "bfloat16", 64)]
+        assert roles(e.writes) == [("dst", "sbuf", (8, 4), "bfloat16", 64)]

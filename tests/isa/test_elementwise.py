@@ -1,5 +1,7 @@
 """Element-wise ops (tensor_tensor, tensor_scalar, scalar_tensor_tensor, reciprocal, exponential)
 against their doc formulas computed in NumPy float32, rounded once with ml_dtypes."""
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate
 from _tiles import ps, sb
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 LOC = r" \(test_elementwise\.py:\d+\)$"
@@ -292,7 +295,7 @@ def test_scalar_tensor_tensor_rejects_bitvec():
 
 def test_scalar_tensor_tensor_op1_must_be_binary():
     x = np.ones((2, 2), np.float32)
-    with pytest.raises(NkiError, match=r"^nisa\.scalar_tensor_tensor: op1 abs is a unary operator; a binary "
+    with pytest.raises(ShapeError, match=r"^nisa\.scalar_tensor_tensor: op1 abs is a unary operator; a binary "
                                        r"operator is required" + LOC):
         run(lambda d, a, b: nisa.scalar_tensor_tensor(d, a, nl.add, 1.0, nl.abs, b), x, x)
 
@@ -400,7 +403,7 @@ def test_exponential_load_reduce_and_idle(rng):
 
 def test_exponential_reduce_init_only_with_load_reduce():
     x = np.zeros((2, 2), np.float32)
-    with pytest.raises(NkiError, match=r"^nisa\.exponential: reduce_init 2\.0 must be unset or 0\.0 unless "
+    with pytest.raises(ShapeError, match=r"^nisa\.exponential: reduce_init 2\.0 must be unset or 0\.0 unless "
                                        r"reduce_cmd is load_reduce, got reduce_cmd reset_reduce" + LOC):
         run(lambda d, t: nisa.exponential(d, t, reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_init=2.0),
             x, target="trn3")
@@ -633,3 +636,87 @@ def test_exponential_tensor_operands_must_be_fp32(rng, param):
     np.testing.assert_array_equal(got, np.exp(x - m) if param == "max_value" else np.exp(x))
     with pytest.raises(DtypeError, match=rf"^nisa\.exponential: {param} dtype float16 must be float32" + LOC):
         simulate(kernel, x, m, nl.float16, target="trn3")
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+def test_tensor_scalar_misspelt_keyword_raises_type_error():
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, sb(x), nl.add, 1.0, opreand1=2.0)  # ev:kw
+    want = ("nisa.tensor_scalar() got an unexpected keyword argument 'opreand1'; did you mean "
+            f"'operand1'? ({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, np.ones((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("engine, want", [(nisa.engine.unknown, "vector"), (nisa.engine.scalar, "scalar")])
+def test_tensor_scalar_event(rng, engine, want):
+    x, c = randn(rng, (4, 6)), randn(rng, (4, 1))
+
+    def kernel(x, c):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(d, sb(x), nl.multiply, sb(c), op1=nl.add, operand1=2.0, engine=engine)  # ev:ts
+        return d
+    for fast in (True, False):      # fp32 dst: the fast path computes straight into it
+        out, ev = record(kernel, x, c, fast=fast, target="trn2")
+        np.testing.assert_array_equal(out, x * c + np.float32(2))
+        e = ev[2]
+        assert (e.op, e.api, e.engine, e.location) == ("tensor_scalar", "nisa.tensor_scalar", want,
+                                                       line(__file__, "ts"))
+        assert roles(e.reads) == [("data", "sbuf", (4, 6), "float32", 96), ("operand0", "sbuf", (4, 1), "float32", 16)]
+        assert roles(e.writes) == [("dst", "sbuf", (4, 6), "float32", 96)]
+        assert {k: e.options[k] for k in ("op0", "op1", "operand1", "reverse0", "engine")} == \
+            {"op0": "multiply", "op1": "add", "operand1": 2.0, "reverse0": False, "engine": engine.name}
+        assert "operand0" not in e.options
+        assert (ev.fast_paths["out_f32"] == 1) is fast
+
+
+def test_scalar_tensor_tensor_and_reciprocal_events(rng):
+    x, y = randn(rng, (4, 6)), randn(rng, (4, 6))
+
+    def kernel(x, y):
+        d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(d, sb(x), nl.multiply, 3.0, nl.add, sb(y))
+        r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(r, sb(y))
+        return d, r
+    (d, r), ev = record(kernel, x, y)
+    np.testing.assert_array_equal(d, (x * np.float32(3) + y).astype(BF16))
+    np.testing.assert_array_equal(r, np.float32(1) / y)
+    stt, rec = ev[2], ev[4]
+    assert (stt.op, stt.engine, stt.options["operand0"], stt.options["op1"]) == \
+        ("scalar_tensor_tensor", "vector", 3.0, "add")
+    assert roles(stt.reads) == [("data", "sbuf", (4, 6), "float32", 96), ("operand1", "sbuf", (4, 6), "float32", 96)]
+    assert roles(stt.writes) == [("dst", "sbuf", (4, 6), "bfloat16", 48)]
+    assert (rec.op, rec.engine) == ("reciprocal", "vector")
+    assert roles(rec.reads) == [("data", "sbuf", (4, 6), "float32", 96)]
+
+
+def test_exponential_event_and_the_accumulator_across_memoised_calls(rng):
+    x = randn(rng, (3, 4))
+
+    def kernel(x):
+        s = sb(x)
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r0 = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.exponential(d, s, reduce_res=r0, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        outs = [r0]
+        for _ in range(2):
+            r = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.exponential(d, s, max_value=1.0, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+            outs.append(r)
+        return tuple(outs)
+    for fast in (True, False):
+        (r0, r1, r2), ev = record(kernel, x, fast=fast, target="trn3")
+        s0 = np.exp(x).sum(axis=1, dtype=np.float32)
+        s1 = np.exp(x - np.float32(1)).sum(axis=1, dtype=np.float32)
+        np.testing.assert_allclose(r0[:, 0], s0, rtol=1e-6)
+        np.testing.assert_allclose(r1[:, 0], s0 + s1, rtol=1e-6)
+        np.testing.assert_allclose(r2[:, 0], s0 + 2 * s1, rtol=1e-6)
+        exps = [e for e in ev if e.op == "exponential"]
+        assert [e.engine for e in exps] == ["vector"] * 3
+        assert [e.options["reduce_cmd"] for e in exps] == ["reset_reduce", "reduce", "reduce"]
+        assert [e.options["max_value"] for e in exps] == [0.0, 1.0, 1.0]
+        assert roles(exps[1].writes) == [("dst", "sbuf", (3, 4), "float32", 48),
+                                         ("reduce_res", "sbuf", (3, 1), "float32", 12)]

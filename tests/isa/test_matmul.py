@@ -12,6 +12,7 @@ import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
 from conftest import simulate
 from _tiles import load
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 FP8 = ml_dtypes.float8_e4m3
@@ -320,3 +321,130 @@ def test_matmul_exact_for_small_integers(k, m, n, seed):
     r = np.random.default_rng(seed)
     a, b = ints(r, (k, m), BF16), ints(r, (k, n), BF16)
     np.testing.assert_array_equal(mm(a, b), ref(a, b))
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+def test_misspelt_keyword_raises_type_error_naming_op_keyword_and_line():
+    def kernel(a):
+        s = load(a)
+        d = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=s, moving=s, acumulate=True)  # ev:kw
+    want = ("nisa.nc_matmul() got an unexpected keyword argument 'acumulate'; did you mean "
+            f"'accumulate'? ({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, np.zeros((4, 4), BF16), target="trn2")
+
+
+def accumulate_kernel(a, b):
+    """Five matmuls into one fresh fp32 PSUM tile: auto (fresh: overwrite), auto (accumulate),
+    False, True, then auto after a memset of columns 0:3 (mixed)."""
+    sa, sb = load(a), load(b)
+    d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb)                    # ev:auto1
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb)                    # ev:auto2
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=False)  # ev:false
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=True)   # ev:true
+    nisa.memset(dst=d[:, 0:3], value=1.0)
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb)                    # ev:mixed
+    return store(d)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_events_note_the_accumulation_applied(rng, fast):
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+    out, ev = record(accumulate_kernel, a, b, fast=fast, target="trn2")
+    r = ref(a, b)
+    # columns 0:3 were last written by the memset: overwritten; 3:6 accumulate onto 2 * r
+    np.testing.assert_array_equal(out, np.concatenate([r[:, :3], 3 * r[:, 3:]], axis=1))
+    mms = [e for e in ev if e.op == "nc_matmul"]
+    assert [e.options["accumulate"] for e in mms] == [False, True, False, True, "mixed"]
+    assert [e.location for e in mms] == [line(__file__, t) for t in ("auto1", "auto2", "false", "true", "mixed")]
+    for e in mms:
+        assert (e.api, e.engine) == ("nisa.nc_matmul", "tensor")
+        assert roles(e.reads) == [("stationary", "sbuf", (16, 8), "bfloat16", 16 * 8 * 2),
+                                  ("moving", "sbuf", (16, 6), "bfloat16", 16 * 6 * 2)]
+        assert roles(e.writes) == [("dst", "psum", (8, 6), "float32", 8 * 6 * 4)]
+        assert e.options["perf_mode"] == "none" and e.options["is_transpose"] is False
+    assert len({e.writes[0].alloc for e in mms}) == 1
+    memset = next(e for e in ev if e.op == "memset")
+    assert memset.engine == "vector" and roles(memset.writes) == [("dst", "psum", (8, 3), "float32", 8 * 3 * 4)]
+
+
+def test_events_and_results_are_the_same_with_and_without_fast_paths(rng):
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+    out_f, ev_f = record(accumulate_kernel, a, b, fast=True, target="trn2")
+    out_s, ev_s = record(accumulate_kernel, a, b, fast=False, target="trn2")
+    np.testing.assert_array_equal(out_f, out_s)
+    assert list(ev_f) == list(ev_s)
+    assert ev_f.fast_paths["matmul_out"] == 2          # the two overwrites of the whole fp32 tile
+    assert not +ev_s.fast_paths
+
+
+def test_bf16_dst_overwrite_takes_the_plain_path_with_the_same_event(rng):
+    """No product straight into a bf16 PSUM tile (it must be rounded): the scratch path runs."""
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        d = nl.ndarray((8, 6), dtype=nl.bfloat16, buffer=nl.psum)
+        nisa.nc_matmul(dst=d, stationary=load(a), moving=load(b), accumulate=False)
+        return store(d)
+    out, ev = record(kernel, a, b, target="trn3")
+    np.testing.assert_array_equal(out, ref(a, b).astype(BF16))
+    mm_ev = next(e for e in ev if e.op == "nc_matmul")
+    assert mm_ev.options["accumulate"] is False and ev.fast_paths["matmul_out"] == 0
+    assert roles(mm_ev.writes) == [("dst", "psum", (8, 6), "bfloat16", 8 * 6 * 2)]
+
+
+def test_is_transpose_event_overwrites_and_writes_only_in_compute(rng):
+    x = rng.standard_normal((8, 5)).astype(BF16)
+
+    def kernel(x, ident):
+        d = nl.ndarray((5, 8), dtype=x.dtype, buffer=nl.psum)
+        for _ in range(2):                 # the second call's rules come from the memo
+            nisa.nc_matmul(dst=d, stationary=load(x), moving=load(ident), is_transpose=True,
+                           accumulate=True)
+        return store(d)
+    for fast in (True, False):
+        out, ev = record(kernel, x, np.eye(8, dtype=BF16), fast=fast, target="trn2")
+        assert out.tolist() == x.T.tolist()
+        mms = [e for e in ev if e.op == "nc_matmul"]
+        assert [(e.engine, e.options["accumulate"], e.options["is_transpose"]) for e in mms] == \
+            [("tensor", False, True)] * 2
+        assert roles(mms[0].writes) == [("dst", "psum", (5, 8), "bfloat16", 5 * 8 * 2)]
+
+
+def test_double_row_event(rng):
+    a, b = ints(rng, (16, 2, 4), FP8), ints(rng, (16, 2, 6), FP8)
+    for fast in (True, False):
+        out, ev = record(lambda a, b: mm_body(a, b, perf_mode="double_row"), a, b, fast=fast, target="trn2")
+        np.testing.assert_array_equal(out, np.einsum("kjm,kjn->mn", a.astype(np.float32), b.astype(np.float32)))
+        e = next(e for e in ev if e.op == "nc_matmul")
+        assert e.options["perf_mode"] == "double_row" and e.options["accumulate"] is False
+        assert roles(e.reads) == [("stationary", "sbuf", (16, 2, 4), "float8_e4m3", 128),
+                                  ("moving", "sbuf", (16, 2, 6), "float8_e4m3", 192)]
+
+
+def mm_body(a, b, **kw):
+    d = nl.ndarray((a.shape[-1], b.shape[-1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=d, stationary=load(a), moving=load(b), **kw)
+    return store(d)
+
+
+def test_auto_accumulation_reads_psum_flags_on_every_call(rng):
+    """The PSUM flags are runtime state: a memoised call still decides per call."""
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        outs = []
+        for _ in range(3):
+            d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)     # fresh each time
+            nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+            nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+            outs.append(store(d))
+        return tuple(outs)
+    out, ev = record(kernel, a, b, target="trn2")
+    for o in out:
+        np.testing.assert_array_equal(o, 2 * ref(a, b))
+    assert [e.options["accumulate"] for e in ev if e.op == "nc_matmul"] == [False, True] * 3

@@ -10,6 +10,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, ShapeError
 from conftest import simulate
+from _events import line, record, roles
 
 BF16 = ml_dtypes.bfloat16
 
@@ -18,8 +19,9 @@ def err(what):
     return rf"^nisa\.nc_transpose: {re.escape(what)} \(test_transpose\.py:\d+\)$"
 
 
-def run(x, dst_shape, engine=nisa.engine.unknown, data_buf=nl.sbuf, dst_buf=nl.psum, dst_dtype=None,
-        target="trn2"):
+def transpose_kernel(dst_shape, engine=nisa.engine.unknown, data_buf=nl.sbuf, dst_buf=nl.psum,
+                     dst_dtype=None):
+    """HBM x -> SBUF (-> PSUM) -> nc_transpose -> SBUF -> HBM."""
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=d, src=x)
@@ -34,7 +36,12 @@ def run(x, dst_shape, engine=nisa.engine.unknown, data_buf=nl.sbuf, dst_buf=nl.p
         out = nl.ndarray(dst_shape, dtype=t.dtype, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=s)
         return out
-    return simulate(kernel, x, target=target)
+    return kernel
+
+
+def run(x, dst_shape, engine=nisa.engine.unknown, data_buf=nl.sbuf, dst_buf=nl.psum, dst_dtype=None,
+        target="trn2"):
+    return simulate(transpose_kernel(dst_shape, engine, data_buf, dst_buf, dst_dtype), x, target=target)
 
 
 def special_f32(shape, rng):
@@ -153,3 +160,33 @@ def test_transpose_is_bit_exact_for_legal_shapes(p, f, vector, seed):
     eng = nisa.engine.vector if vector else nisa.engine.tensor
     got = run(bits.view(np.float16), (f, p), eng)
     assert got.view(np.uint16).tolist() == bits.T.tolist()
+
+
+# ---- the instruction: keywords and events ----------------------------------------------------
+
+@pytest.mark.parametrize("dst_buf, engine, want", [(nl.psum, nisa.engine.unknown, "tensor"),
+                                                   (nl.sbuf, nisa.engine.unknown, "vector"),
+                                                   (nl.psum, nisa.engine.vector, "vector")])
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_nc_transpose_event_names_the_engine_that_ran(rng, dst_buf, engine, want, target):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    kernel = transpose_kernel((6, 4), engine, dst_buf=dst_buf)
+    for fast in (True, False):
+        out, ev = record(kernel, x, fast=fast, target=target)
+        np.testing.assert_array_equal(out, x.T)
+        e = ev[1]
+        assert (e.op, e.api, e.engine, e.options["engine"]) == ("nc_transpose", "nisa.nc_transpose", want,
+                                                                engine.name)
+        assert roles(e.reads) == [("data", "sbuf", (4, 6), "float32", 96)]
+        assert roles(e.writes) == [("dst", str(dst_buf), (6, 4), "float32", 96)]
+
+
+def test_nc_transpose_misspelt_keyword_raises_type_error():
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        t = nl.ndarray((6, 4), dtype=x.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=t, data=d, egnine=nisa.engine.vector)  # ev:kw
+    want = ("nisa.nc_transpose() got an unexpected keyword argument 'egnine'; did you mean 'engine'? "
+            f"({line(__file__, 'kw')})")
+    with pytest.raises(TypeError, match="^" + re.escape(want) + "$"):
+        simulate(kernel, np.ones((4, 6), np.float32), target="trn2")

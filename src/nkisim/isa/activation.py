@@ -2,20 +2,21 @@
 with an optional free-dim reduction into the per-partition ScalarE accumulator).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, activation_reduce, reduce_cmd) and
-nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu, state.
+nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu, dispatch.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import state, trace
 from ..checks import rules
-from ..errors import DtypeError, NkiError, UnsupportedError
+from ..errors import DtypeError, UnsupportedError
 from ..memory.access import read_f32, write
 from ..memory.tensor import NkiTensor
 from . import alu
-from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
+from .copy import note_scalars
+from .dispatch import Passed, instruction
+from .enums import as_enum, engine as _engine, reduce_cmd as _cmd
 from .operands import column_f32, pf
 
 F32 = np.float32
@@ -31,8 +32,24 @@ def accumulator(core, which: str, p: int) -> np.ndarray:
     return acc
 
 
+def _act_rules(ins, dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, name, engine):
+    """activation's rules (see its docstring): (function, reduce row, reduce_cmd)."""
+    opn, t = ins.op, ins.target
+    rules.engine_in(opn, as_enum(_engine, engine, opn), (_engine.scalar, _engine.unknown), t)
+    if reduce_op is not None and alu.op_name(reduce_op, opn, "reduce_op") != "add":
+        raise UnsupportedError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
+    cmd = as_enum(_cmd, reduce_cmd, opn)
+    return _activate_rules(opn, t, dst, op, data, bias, scale, alu.ALU["add"], reduce_res, cmd)
+
+
+def _act_compute(ins, dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, name, engine):
+    _activate(ins, dst, data, bias, scale, reduce_res)
+
+
+@instruction(reads=("data", "bias", "scale"), writes=("dst", "reduce_res"), rules=_act_rules,
+             compute=_act_compute)
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
-               reduce_cmd=_cmd.idle, name=None, **ignored):
+               reduce_cmd=_cmd.idle, name=None, *, engine=_engine.unknown):
     """dst = op(data * scale + bias); optionally acc = sum over free dims of the fp32 result.
 
     Shapes: data, dst (P, F...) with equal P (<= pmax) and elements per partition; ``scale`` a
@@ -45,23 +62,32 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     free-dim sum of this result (Decision: the fp32 values before rounding); ``reduce_res`` then
     receives the accumulator. ``reduce_op`` must be ``nl.add``. Decision: ``reduce_res`` may alias
     (part of) ``dst``; it is written after ``dst``, so the reduction wins where they overlap.
-    Engine: Scalar only ("using Scalar Engine"). Decision: ``activation`` has no ``engine``
-    parameter; an ``engine=`` keyword (swallowed with the other Beta 1 keywords) must be scalar or
-    unknown, anything else raises EngineError.
+    Engine: Scalar only ("using Scalar Engine"). Decision: the docs list no ``engine`` parameter;
+    nkisim takes a keyword-only ``engine=`` (kernels pass ``engine=nisa.scalar_engine``), which
+    must be scalar or unknown, anything else raises EngineError; the event's engine is scalar.
     Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown function),
-    UnsupportedError.
+    UnsupportedError (reduce_op not nl.add, scalar bias on trn1).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation).
     """
-    opn = "nisa.activation"
-    if "engine" in ignored:
-        rules.engine_in(opn, as_enum(_engine, ignored["engine"], opn), (_engine.scalar, _engine.unknown),
-                        state.core(opn).target)
-    if reduce_op is not None and alu.op_name(reduce_op, opn, "reduce_op") != "add":
-        raise NkiError(opn, f"reduce_op must be nl.add, got {alu.op_name(reduce_op)}")
-    cmd = as_enum(_cmd, reduce_cmd, opn)
-    return _activate(opn, dst, op, data, bias, scale, alu.ALU["add"], reduce_res, cmd, name)
 
 
+def _act_reduce_rules(ins, dst, op, data, reduce_op, reduce_res, bias, scale, name):
+    """activation_reduce's rules (see its docstring): (function, reduce row, reset_reduce)."""
+    opn, t = ins.op, ins.target
+    row = alu.lookup_alu(reduce_op, opn, "reduce_op")
+    if row.name not in t.act_reduce_ops:
+        raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
+                                    f"{', '.join(t.act_reduce_ops)}")
+    rules.tensor(opn, "reduce_res", reduce_res)
+    return _activate_rules(opn, t, dst, op, data, bias, scale, row, reduce_res, _cmd.reset_reduce)
+
+
+def _act_reduce_compute(ins, dst, op, data, reduce_op, reduce_res, bias, scale, name):
+    _activate(ins, dst, data, bias, scale, reduce_res)
+
+
+@instruction(reads=("data", "bias", "scale"), writes=("dst", "reduce_res"), rules=_act_reduce_rules,
+             compute=_act_reduce_compute)
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """dst = op(data * scale + bias); reduce_res = reduce_op over all free dims of the fp32 result.
 
@@ -74,19 +100,11 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
     not on this target).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation_reduce).
     """
-    opn = "nisa.activation_reduce"
-    t = state.core(opn).target
-    row = alu.lookup_alu(reduce_op, opn, "reduce_op")
-    if row.name not in t.act_reduce_ops:
-        raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
-                                    f"{', '.join(t.act_reduce_ops)}")
-    rules.tensor(opn, "reduce_res", reduce_res)
-    return _activate(opn, dst, op, data, bias, scale, row, reduce_res, _cmd.reset_reduce, name)
 
 
-def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name):
-    core = state.core(opn)
-    t = core.target
+def _activate_rules(opn, t, dst, op, data, bias, scale, reduce_row, reduce_res, cmd):
+    """The rules activation and activation_reduce share; Passed(scalar, (function, reduce row,
+    reduce_cmd))."""
     fn = alu.lookup_act(op, opn, "op")
     for nm, x in (("dst", dst), ("data", data)):
         rules.tensor(opn, nm, x)
@@ -105,6 +123,15 @@ def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name
     if reduce_res is not None:
         rules.tensor(opn, "reduce_res", reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
+    return Passed(_engine.scalar, (fn, reduce_row, cmd))
+
+
+def _activate(ins, dst, data, bias, scale, reduce_res):
+    """op(data * scale + bias) into dst, and the ScalarE accumulator (core state) per reduce_cmd."""
+    fn, reduce_row, cmd = ins.info
+    if ins.core.events is not None:
+        note_scalars(ins, bias=bias, scale=scale)
+    p = data.shape[0]
     x = read_f32(data)
     s = column_f32(scale, x.ndim)
     y = x * s if not (isinstance(s, F32) and s == 1) else x
@@ -112,7 +139,7 @@ def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name
         y = y + column_f32(bias, x.ndim)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         y = np.asarray(fn(y.astype(F32, copy=False)), F32)
-    acc = accumulator(core, "act", p)
+    acc = accumulator(ins.core, "act", p)
     if cmd in (_cmd.reset, _cmd.reset_reduce):
         acc[:p] = reduce_row.identity
     if cmd in (_cmd.reduce, _cmd.reset_reduce, _cmd.load_reduce):
@@ -122,8 +149,6 @@ def _activate(opn, dst, op, data, bias, scale, reduce_row, reduce_res, cmd, name
     write(dst, y)
     if reduce_res is not None:
         write(reduce_res, reduced.reshape(p, 1))
-    trace.emit(opn, dst=dst, data=data, op=alu.op_name(op))
-    return NkiInstruction(opn, name)
 
 
 __all__ = ["activation", "activation_reduce", "accumulator"]

@@ -2,7 +2,7 @@
 (and ``affine_values``, the iota/affine_select pattern generator).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy, tensor_copy_predicated, memset,
-iota). Imports memory, checks.
+iota). Imports memory, checks, dispatch.
 """
 from __future__ import annotations
 
@@ -12,15 +12,13 @@ import operator
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, MemorySpaceError, ShapeError
 from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
-from .enums import NkiInstruction, as_enum, engine as _engine, instruction
-from .operands import target
-from ..checks.memo import remember
+from .dispatch import Passed, instruction, plain
+from .enums import as_enum, engine as _engine
 
 
 _COPY_ENGINES = (_engine.vector, _engine.scalar, _engine.gpsimd, _engine.unknown)
@@ -36,6 +34,26 @@ def gpsimd_no_psum(op, engine, **operands):
                 raise MemorySpaceError(op, f"{name} is in psum, which the gpsimd engine cannot access")
 
 
+def note_scalars(ins, **operands) -> None:
+    """Put the non-tensor values (scalars, None) of tensor-role parameters into the event's
+    options while recording. (Workaround: the dispatcher leaves every read/write role out of the
+    options, so a scalar ``operand0`` would vanish from the event; see the report of issue 10.)"""
+    if ins.core.events is not None:
+        ins.note(**{k: plain(v) for k, v in operands.items() if not isinstance(v, NkiTensor)})
+
+
+def _copy_rules(ins, dst, src, engine, name, dtype):
+    """tensor_copy's rules (see its docstring): the engine that runs it."""
+    eng = _check_copy(ins.op, ins.target, dst, src, engine)
+    return Passed(_engine.vector if eng is _engine.unknown else eng)
+
+
+def _copy_compute(ins, dst, src, engine, name, dtype):
+    if not copy_deferred(dst, src):
+        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
+
+
+@instruction(reads=("src",), writes=("dst",), rules=_copy_rules, compute=_copy_compute)
 def tensor_copy(dst, src, engine=_engine.unknown, name=None, dtype=None):
     """dst = src on the Vector, Scalar or GpSimd engine.
 
@@ -46,30 +64,12 @@ def tensor_copy(dst, src, engine=_engine.unknown, name=None, dtype=None):
     docs both describe the NeuronCore-v2 Scalar engine copy ("performs copy by first casting the
     input tile to FP32") and say "On NeuronCore v2, tensor_copy is not supported on the Scalar
     Engine. Instead, use nisa.activation with op=nl.copy"; the explicit rule wins, so
-    engine=scalar raises EngineError on trn1 (``arch.act_tensor_copy``).
+    engine=scalar raises EngineError on trn1 (``arch.act_tensor_copy``). Decision: engine=unknown
+    runs on vector (the docs: "compiler selects best engine based on engine workload"; vector
+    reaches SBUF and PSUM and copies every dtype); the event names the engine that ran it.
     Raises: ShapeError, MemorySpaceError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy).
     """
-    op = "nisa.tensor_copy"
-    t = target(op)
-    try:
-        key = (t, dst.shape, dst.dtype, dst.alloc.buffer, src.shape, src.dtype, src.alloc.buffer, engine) \
-            if type(dst) is NkiTensor and type(src) is NkiTensor else None
-        eng = _COPY_PASSED.get(key)
-    except TypeError:
-        key = eng = None
-    if eng is None:
-        eng = _check_copy(op, t, dst, src, engine)
-        if key is not None:
-            remember(_COPY_PASSED, key, eng)
-    if not copy_deferred(dst, src):
-        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
-    if trace.listeners:
-        trace.emit(op, dst=dst, src=src, engine=eng)
-    return instruction(op, name)
-
-
-_COPY_PASSED: dict = {}     # tensor_copy signatures whose rules passed -> engine
 
 
 def _check_copy(op, t, dst, src, engine):
@@ -91,19 +91,9 @@ def _check_copy(op, t, dst, src, engine):
     return eng
 
 
-def memset(dst, value, engine=_engine.unknown, name=None, **ignored):
-    """dst[...] = value (a compile-time constant), on the Vector or GpSimd engine.
-
-    Buffers: SBUF or PSUM (GpSimd: SBUF only). Dtypes: an integer dst takes an integral value
-    (Decision: integral floats such as 0.0 are accepted, fractional ones raise DtypeError); the
-    value is rounded once into dst.dtype. Engine: vector, gpsimd or unknown ("specify which
-    engine to use for memset: nki.isa.engine.vector or nki.isa.engine.gpsimd"); others raise
-    EngineError.
-    Raises: DtypeError, MemorySpaceError, EngineError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (memset).
-    """
-    op = "nisa.memset"
-    t = target(op)
+def _memset_rules(ins, dst, value, engine, name):
+    """memset's rules (see its docstring): the engine that runs it."""
+    op, t = ins.op, ins.target
     eng = as_enum(_engine, engine, op)
     rules.engine_in(op, eng, _MEMSET_ENGINES, t)
     rules.tensor(op, "dst", dst)
@@ -120,11 +110,29 @@ def memset(dst, value, engine=_engine.unknown, name=None, **ignored):
         iv = int(float(v)) if v.dtype.kind == "f" else int(v)
         if not info.min <= iv <= info.max:
             raise DtypeError(op, f"value {value} is outside the range of {_dt.name(dst.dtype)}")
-        write(dst, np.full(dst.shape, iv, dst.dtype))
+    return Passed(_engine.vector if eng is _engine.unknown else eng)
+
+
+def _memset_compute(ins, dst, value, engine, name):
+    if _dt.is_int(dst.dtype):
+        v = np.asarray(value)
+        write(dst, np.full(dst.shape, int(float(v)) if v.dtype.kind == "f" else int(v), dst.dtype))
     else:
         write(dst, np.broadcast_to(np.float32(value), dst.shape))
-    trace.emit(op, dst=dst, engine=eng)
-    return NkiInstruction(op, name)
+
+
+@instruction(writes=("dst",), rules=_memset_rules, compute=_memset_compute)
+def memset(dst, value, engine=_engine.unknown, name=None):
+    """dst[...] = value (a compile-time constant), on the Vector or GpSimd engine.
+
+    Buffers: SBUF or PSUM (GpSimd: SBUF only). Dtypes: an integer dst takes an integral value
+    (Decision: integral floats such as 0.0 are accepted, fractional ones raise DtypeError); the
+    value is rounded once into dst.dtype. Engine: vector, gpsimd or unknown ("specify which
+    engine to use for memset: nki.isa.engine.vector or nki.isa.engine.gpsimd"); others raise
+    EngineError. Decision: engine=unknown runs on vector (as tensor_copy); the event names it.
+    Raises: DtypeError, MemorySpaceError, EngineError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (memset).
+    """
 
 
 _PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
@@ -189,6 +197,23 @@ def affine_values(op: str, pattern, offset, channel_multiplier, p: int, free_siz
     return v.astype(np.uint32).view(np.int32) if v.size else v.astype(np.int32)
 
 
+def _iota_rules(ins, dst, pattern, offset, channel_multiplier, name):
+    """iota's rules on dst (see its docstring); the pattern and the (possibly runtime) offset are
+    checked by ``affine_values`` when it runs."""
+    op, t = ins.op, ins.target
+    rules.tensor(op, "dst", dst)
+    rules.sbuf_only(op, "dst", dst)
+    rules.partitions(op, "dst", dst, t)
+    return Passed(_engine.gpsimd)
+
+
+def _iota_compute(ins, dst, pattern, offset, channel_multiplier, name):
+    if ins.core.events is not None:
+        note_scalars(ins, offset=offset)
+    write(dst, affine_values(ins.op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size))
+
+
+@instruction(reads=("offset",), writes=("dst",), rules=_iota_rules, compute=_iota_compute)
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, i...] = offset + p * channel_multiplier + sum_k step_k * i_k, on the GpSimd engine.
 
@@ -196,35 +221,17 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     is legal); prod(num) must equal dst's elements per partition (dst's free shape is free).
     ``offset`` may be a runtime register (``.value``) or a 1-element integer tensor.
     Dtypes: values computed in int32 (wrapping), then rounded once into dst.dtype (float dst via fp32;
-    integer dst saturates). Buffers: dst in SBUF. Partitions <= pmax.
+    integer dst saturates). Buffers: dst in SBUF. Partitions <= pmax. Engine: gpsimd.
+    The pattern, offset and channel_multiplier are checked when the values are generated (the
+    offset may be runtime data).
     Raises: ShapeError, DtypeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (iota).
     """
-    op = "nisa.iota"
-    t = target(op)
-    rules.tensor(op, "dst", dst)
-    rules.sbuf_only(op, "dst", dst)
-    rules.partitions(op, "dst", dst, t)
-    values = affine_values(op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size)
-    write(dst, values)
-    trace.emit(op, dst=dst, engine=_engine.gpsimd)
-    return NkiInstruction(op, name)
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
-    """dst = where(predicate != 0 (xor reverse_pred), src, dst), on the Vector engine.
-
-    Shapes: dst, predicate and a tensor ``src`` share the partition count (<= pmax) and elements per
-    partition (free shapes may differ). ``src`` may be a scalar, copied where the predicate holds.
-    Dtypes: predicate uint8/uint16/uint32 (nonzero is true); a tensor src has dst's dtype and is
-    copied bit-exactly; a scalar src is rounded once into dst.dtype. Elements where the predicate
-    is false keep their old bits.
-    Buffers: SBUF or PSUM; src and predicate not both in PSUM.
-    Raises: ShapeError, DtypeError, MemorySpaceError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy_predicated).
-    """
-    op = "nisa.tensor_copy_predicated"
-    t = target(op)
+def _tcp_rules(ins, dst, src, predicate, reverse_pred, name):
+    """tensor_copy_predicated's rules (see its docstring)."""
+    op, t = ins.op, ins.target
     for nm, x in (("dst", dst), ("predicate", predicate)):
         rules.tensor(op, nm, x)
         rules.on_chip(op, nm, x)
@@ -240,6 +247,12 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
             raise DtypeError(op, f"src dtype {_dt.name(src.dtype)} must equal dst dtype {_dt.name(dst.dtype)}")
     elif np.ndim(src) != 0:
         raise ShapeError(op, f"src must be a tensor or a scalar, got {type(src).__name__}")
+    return Passed(_engine.vector)
+
+
+def _tcp_compute(ins, dst, src, predicate, reverse_pred, name):
+    if ins.core.events is not None:
+        note_scalars(ins, src=src)
     mask = read_raw(predicate).reshape(dst.shape) != 0
     if reverse_pred:
         mask = ~mask
@@ -247,8 +260,21 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     new = read_raw(src).reshape(dst.shape) if isinstance(src, NkiTensor) else stored_scalar(dst, src)
     values = np.where(mask, new, old)
     write(dst, values)
-    trace.emit(op, dst=dst, src=src, predicate=predicate, engine=_engine.vector)
-    return NkiInstruction(op, name)
+
+
+@instruction(reads=("src", "predicate"), writes=("dst",), rules=_tcp_rules, compute=_tcp_compute)
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """dst = where(predicate != 0 (xor reverse_pred), src, dst), on the Vector engine.
+
+    Shapes: dst, predicate and a tensor ``src`` share the partition count (<= pmax) and elements per
+    partition (free shapes may differ). ``src`` may be a scalar, copied where the predicate holds.
+    Dtypes: predicate uint8/uint16/uint32 (nonzero is true); a tensor src has dst's dtype and is
+    copied bit-exactly; a scalar src is rounded once into dst.dtype. Elements where the predicate
+    is false keep their old bits.
+    Buffers: SBUF or PSUM; src and predicate not both in PSUM.
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_copy_predicated).
+    """
 
 
 __all__ = ["tensor_copy", "tensor_copy_predicated", "memset", "iota"]

@@ -2,29 +2,45 @@
 ``dma_transpose`` (axis-permuting copy into SBUF).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy, dma_transpose). Imports memory,
-checks, state.
+checks, dispatch.
 """
 from __future__ import annotations
 
-from .. import trace
-from ..checks import rules
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
+from ..checks import rules
+from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..memory.access import copy_deferred, read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
 from ..memory.indirect import IndirectTensor, valid_rows
-from ..memory.tensor import NkiTensor
-from ..checks.memo import remember
-from .enums import NkiInstruction, as_enum, instruction, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
-from .operands import target
+from .dispatch import Passed, instruction
+from .enums import as_enum, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
 
 _DMA_BUFFERS = HBM | {sbuf}
 
 
+def _dma_rules(ins, dst, src, priority, oob_mode, dge_mode, engine, name):
+    """dma_copy's rules (see its docstring); for an indirect side, its static rules and
+    (scatter, skip) for compute (the index values are read there)."""
+    op, t = ins.op, ins.target
+    _dma_engine(op, t, as_enum(_dge_mode, dge_mode, op), as_enum(_engine, engine, op))
+    if type(dst) is IndirectTensor or type(src) is IndirectTensor:
+        return Passed(_engine.dma, _indirect_rules(op, t, dst, src, oob_mode, dge_mode))
+    _check_copy(op, t, dst, src, dge_mode, oob_mode)
+    return Passed(_engine.dma)
+
+
+def _dma_compute(ins, dst, src, priority, oob_mode, dge_mode, engine, name):
+    if ins.info is not None:
+        _copy_rows(ins, dst, src, *ins.info)
+    elif not copy_deferred(dst, src):
+        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
+
+
+@instruction(reads=("src",), writes=("dst",), rules=_dma_rules, compute=_dma_compute)
 def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.unknown,
-             engine=_engine.unknown, name=None, **ignored):
+             engine=_engine.unknown, name=None):
     """dst = src, element by element in flat (row-major view) order.
 
     Shapes: any; ``dst`` and ``src`` must hold the same number of elements.
@@ -39,35 +55,12 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     R partitions (SBUF) or R rows (HBM dim 0), row w pairing with index ``idx[w]``. An index outside
     the base's rows is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``, skips that
     row (its destination row is left untouched). ``dge_mode=hwdge`` is refused for indirect views.
+    The index values are runtime data: they are read, and checked, when the copy runs.
+    Event: engine dma (``dge_mode`` and the descriptor ``engine`` are options); an indirect copy
+    names the base tensor as its operand and notes ``indirect=True`` and ``rows`` (rows copied).
     Raises: ShapeError, MemorySpaceError, DtypeError, BoundsError, UnsupportedError, EngineError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy).
     """
-    op = "nisa.dma_copy"
-    t = target(op)
-    if type(dst) is NkiTensor and type(src) is NkiTensor:
-        key = (t, dst.shape, dst.dtype, dst.alloc.buffer, src.shape, src.dtype, src.alloc.buffer,
-               dge_mode, engine, oob_mode)
-        try:
-            hit = key in _PASSED
-        except TypeError:           # an unhashable option: check every time
-            hit, key = False, None
-    else:
-        hit, key = False, None
-    if not hit:
-        _dma_engine(op, t, as_enum(_dge_mode, dge_mode, op), as_enum(_engine, engine, op))
-        if type(dst) is IndirectTensor or type(src) is IndirectTensor:
-            return _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name)
-        _check_copy(op, t, dst, src, dge_mode, oob_mode)
-        if key is not None:
-            remember(_PASSED, key)
-    if not copy_deferred(dst, src):
-        write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
-    if trace.listeners:
-        trace.emit(op, dst=dst, src=src)
-    return instruction(op, name)
-
-
-_PASSED: dict = {}      # dma_copy signatures whose rules passed (they depend on these values only)
 
 
 def _check_copy(op, t, dst, src, dge_mode, oob_mode):
@@ -101,8 +94,9 @@ def _dma_engine(op, t, mode, eng):
                         hint="(engine is only valid with dge_mode=hwdge)")
 
 
-def _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name):
-    """dma_copy with one IndirectTensor side: a row gather (src) or row scatter (dst)."""
+def _indirect_rules(op, t, dst, src, oob_mode, dge_mode):
+    """dma_copy's static rules with one IndirectTensor side (a row gather from src, a row scatter
+    into dst); returns (scatter, skip)."""
     if isinstance(dst, IndirectTensor) and isinstance(src, IndirectTensor):
         raise UnsupportedError(op, "only one of src and dst may be an indirect (vector_offset) view")
     mode = as_enum(_dge_mode, dge_mode, op)
@@ -120,6 +114,14 @@ def _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name):
     if plain.shape[0] != rows:
         raise ShapeError(op, f"{pname} dim 0 is {plain.shape[0]}; the indirect view has {rows} rows "
                              f"and row w pairs with {pname}[w]")
+    return scatter, skip
+
+
+def _copy_rows(ins, dst, src, scatter, skip):
+    """The indirect copy: row w of the plain side pairs with base row idx[w] (index values are
+    runtime data: out-of-bounds rows raise or are skipped per ``oob_mode``)."""
+    op = ins.op
+    ind, plain = (dst, src) if scatter else (src, dst)
     ok = valid_rows(ind, op, skip)
     idx = ind.row_indices()
     same = dst.dtype == src.dtype
@@ -130,32 +132,16 @@ def _dma_copy_indirect(op, t, dst, src, oob_mode, dge_mode, name):
             write(base_row, read_raw(part) if same else read_f32(part))
         else:
             write(part, read_raw(base_row) if same else read_f32(base_row))
-    trace.emit(op, dst=plain if not scatter else ind.base, src=plain if scatter else ind.base,
-               indirect=True, rows=int(ok.sum()))
-    return NkiInstruction(op, name)
+    ins.note(indirect=True, rows=int(ok.sum()))
 
 
 # i-th dst axis = src axis axes[i]; the only permutation per rank (docs: "Supported axes").
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
-def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown, oob_mode=_oob.error,
-                  name=None):
-    """dst = src.transpose(axes): dst's i-th axis is src's axes[i]-th axis, copied bit-exactly.
-
-    Shapes: src 2-D, 3-D or 4-D; ``axes`` (default by rank) must be (1, 0), (2, 1, 0) or
-    (3, 1, 2, 0) for that rank; dst.shape must equal the permuted src.shape exactly.
-    Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype, 2 bytes wide
-    (Decision: the docs list the 2-byte rule under hwdge and the indirect form; nkisim applies it
-    to every dma_transpose, as the DMA transpose block moves 2-byte elements).
-    ``dge_mode``: unknown or hwdge (trn2+; then src.shape[0] == 16 and src.shape[-1] % 128 == 0).
-    The indirect (gather) transpose (``src.ap(vector_offset=...)``, dge_mode=swdge) is not supported
-    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` only applies to the indirect form.
-    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_transpose).
-    """
-    op = "nisa.dma_transpose"
-    t = target(op)
+def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
+    """dma_transpose's rules (see its docstring): the permutation."""
+    op, t = ins.op, ins.target
     rules.tensor(op, "dst", dst)
     rules.tensor(op, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
@@ -170,7 +156,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
     if oob is _oob.skip:
         raise UnsupportedError(op, "oob_mode=skip is only valid for an indirect src")
     if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
-        raise NkiError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+        raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
     rules.sbuf_only(op, "dst", dst)
     rules.hbm_or_sbuf(op, "src", src)
     rules.partitions(op, "dst", dst, t)
@@ -197,9 +183,30 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
         if src.shape[-1] % t.dma_transpose_hwdge_align:
             raise ShapeError(op, f"dge_mode=hwdge needs src.shape[-1] to be a multiple of "
                                  f"{t.dma_transpose_hwdge_align}, got {src.shape[-1]} on {t.name}")
-    write(dst, np.transpose(read_raw(src), perm))
-    trace.emit(op, dst=dst, src=src, axes=perm)
-    return NkiInstruction(op, name)
+    return Passed(_engine.dma, perm)
+
+
+def _dt_compute(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
+    write(dst, np.transpose(read_raw(src), ins.info))
+
+
+@instruction(reads=("src",), writes=("dst",), rules=_dt_rules, compute=_dt_compute)
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown, oob_mode=_oob.error,
+                  name=None):
+    """dst = src.transpose(axes): dst's i-th axis is src's axes[i]-th axis, copied bit-exactly.
+
+    Shapes: src 2-D, 3-D or 4-D; ``axes`` (default by rank) must be (1, 0), (2, 1, 0) or
+    (3, 1, 2, 0) for that rank; dst.shape must equal the permuted src.shape exactly.
+    Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype, 2 bytes wide
+    (Decision: the docs list the 2-byte rule under hwdge and the indirect form; nkisim applies it
+    to every dma_transpose, as the DMA transpose block moves 2-byte elements).
+    ``dge_mode``: unknown or hwdge (trn2+; then src.shape[0] == 16 and src.shape[-1] % 128 == 0).
+    The indirect (gather) transpose (``src.ap(vector_offset=...)``, dge_mode=swdge) is not supported
+    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` only applies to the indirect form.
+    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError.
+    Engine: dma (the event's engine; ``dge_mode`` is an option).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_transpose).
+    """
 
 
 __all__ = ["dma_copy", "dma_transpose"]

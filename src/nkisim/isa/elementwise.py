@@ -3,25 +3,24 @@
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor, tensor_scalar,
 scalar_tensor_tensor, reciprocal, exponential) and nki/api/nki.api.shared.rst (ALU operators).
-Imports memory, checks, alu, state.
+Imports memory, checks, alu, dispatch.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import state, trace
 from ..checks import rules
-from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
+from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..memory.access import out_f32, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
-from .copy import gpsimd_no_psum
-from .enums import NkiInstruction, as_enum, engine as _engine, instruction, reduce_cmd as _cmd
-from .operands import column_f32, pf, target
+from .copy import gpsimd_no_psum, note_scalars
 from .dispatch import Passed, instruction
+from .enums import as_enum, engine as _engine, reduce_cmd as _cmd
+from .operands import column_f32, pf
 
 _EXACT_INT = (_dt.int32, _dt.uint32)
 _EXACT_INT_OPS = frozenset(("add", "subtract", "multiply", "maximum", "minimum"))
@@ -109,31 +108,9 @@ def _apply(row, x, operand, reverse):
     return row.fn(operand, x) if reverse else row.fn(x, operand)
 
 
-def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=_engine.unknown, name=None, **ignored):
-    """dst = (data op0 operand0) op1 operand1; operands broadcast along the free dims.
-
-    ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` likewise for op1. A unary op0/op1
-    (abs, square, relu, rsqrt, reciprocal, ...) ignores its operand.
-    Shapes: data, dst (P, F...), P <= pmax, same elements per partition; operand0/1 a scalar or a
-    (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; with arithmetic ops a
-    tensor operand0 (and operand1 when op1 is given) must be float32 ("the operand0 and operand1
-    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns with
-    integer operands.
-    Engine ("vector, scalar, gpsimd (only allowed for rsqrt) or unknown"): bitvec ops only on
-    vector ("must run on Vector Engine"); gpsimd only when every operator given is rsqrt
-    (Decision: op1 None or rsqrt); scalar only for the (op0, op1) pairs of
-    ``arch.act_tensor_scalar_ops`` (op1 None = one operator; ``nl.bypass`` as op1 counts as None):
-    on trn2 (multiply, add), (multiply, None), (add, None) ("The Scalar Engine on trn2 only
-    supports some operator combinations"). Decision: the docs name trn2 only; trn1 takes the trn2
-    list, trn3 the six tensor-scalar pairs its Scalar engine runs in ``activate2`` (adding
-    (multiply, subtract), (subtract, None), (bypass, None)).
-    Buffers: SBUF or PSUM (GpSimd: SBUF only).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar, activate2).
-    """
-    opn = "nisa.tensor_scalar"
-    t = target(opn)
+def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
+    """tensor_scalar's rules (see its docstring): the ALU rows (op0, op1 or None) and the engine."""
+    opn, t = ins.op, ins.target
     row0 = alu.lookup_alu(op0, opn, "op0")
     row1 = alu.lookup_alu(op1, opn, "op1") if op1 is not None else None
     eng = as_enum(_engine, engine, opn)
@@ -156,8 +133,16 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
             rules.float32_operand(opn, "operand0", operand0, f"for arithmetic op0 {row0.name}")
         if row1 is not None and isinstance(operand1, NkiTensor):
             rules.float32_operand(opn, "operand1", operand1, f"for arithmetic op1 {row1.name}")
-    if bitvec:
+    else:
         rules.int_dtype(opn, "data", data, f"bitvec op {row0.name}")
+    return Passed(_engine.vector if eng is _engine.unknown else eng, (row0, row1))
+
+
+def _ts_compute(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
+    row0, row1 = ins.info
+    if ins.core.events is not None:
+        note_scalars(ins, operand0=operand0, operand1=operand1)
+    if row0.kind == "bitvec":
         x = read_raw(data)
         o0 = _int_operand(operand0, x)
         x = _apply(row0, x, o0, reverse0)
@@ -175,14 +160,40 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
             if row1 is not None:
                 o1 = o1.reshape((o1.shape[0],) + (1,) * (out.ndim - 1)) if np.ndim(o1) else o1
                 _apply_out(row1, out, o1, reverse1, out)
-            trace.emit(opn, dst=dst, data=data, op0=row0.name, op1=row1.name if row1 else None, engine=eng)
-            return NkiInstruction(opn, name)
+            return
         x = _apply(row0, x, o0, reverse0)
         if row1 is not None:
             x = _apply(row1, x, o1, reverse1)
     write(dst, x)
-    trace.emit(opn, dst=dst, data=data, op0=row0.name, op1=row1.name if row1 else None, engine=eng)
-    return NkiInstruction(opn, name)
+
+
+@instruction(reads=("data", "operand0", "operand1"), writes=("dst",), rules=_ts_rules,
+             compute=_ts_compute)
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=_engine.unknown, name=None):
+    """dst = (data op0 operand0) op1 operand1; operands broadcast along the free dims.
+
+    ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` likewise for op1. A unary op0/op1
+    (abs, square, relu, rsqrt, reciprocal, ...) ignores its operand.
+    Shapes: data, dst (P, F...), P <= pmax, same elements per partition; operand0/1 a scalar or a
+    (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; with arithmetic ops a
+    tensor operand0 (and operand1 when op1 is given) must be float32 ("the operand0 and operand1
+    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns with
+    integer operands.
+    Engine ("vector, scalar, gpsimd (only allowed for rsqrt) or unknown"): bitvec ops only on
+    vector ("must run on Vector Engine"); gpsimd only when every operator given is rsqrt
+    (Decision: op1 None or rsqrt); scalar only for the (op0, op1) pairs of
+    ``arch.act_tensor_scalar_ops`` (op1 None = one operator; ``nl.bypass`` as op1 counts as None):
+    on trn2 (multiply, add), (multiply, None), (add, None) ("The Scalar Engine on trn2 only
+    supports some operator combinations"). Decision: the docs name trn2 only; trn1 takes the trn2
+    list, trn3 the six tensor-scalar pairs its Scalar engine runs in ``activate2`` (adding
+    (multiply, subtract), (subtract, None), (bypass, None)). Decision: engine=unknown runs on
+    vector (the docs: "let compiler select best engine based on the input tile shape"; vector
+    takes every operator pair); the event names the engine that ran it.
+    Buffers: SBUF or PSUM (GpSimd: SBUF only).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar, activate2).
+    """
 
 
 def _tensor_scalar_engine(opn, eng, row0, row1, t):
@@ -213,7 +224,6 @@ def _apply_out(row, x, operand, reverse, out):
 
 
 def _int_operand(v, x):
-    from ..memory.tensor import NkiTensor
     if isinstance(v, NkiTensor):
         a = read_raw(v)
         return a.reshape((a.shape[0],) + (1,) * (x.ndim - 1)).astype(x.dtype)
@@ -232,9 +242,37 @@ def _arith(opn, what, row, binary=False):
     if row.kind == "bitvec":
         raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators are supported")
     if binary and row.unary:
-        raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
+        raise ShapeError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
 
 
+def _stt_rules(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1, name):
+    """scalar_tensor_tensor's rules (see its docstring): the ALU rows (op0, op1)."""
+    opn, t = ins.op, ins.target
+    row0 = alu.lookup_alu(op0, opn, "op0")
+    row1 = alu.lookup_alu(op1, opn, "op1")
+    _arith(opn, "op0", row0)
+    _arith(opn, "op1", row1, binary=True)
+    _tiles(opn, t, dst=dst, data=data, operand1=operand1)
+    rules.same_tile(opn, "data", data, "operand1", operand1)
+    rules.same_tile(opn, "data", data, "dst", dst)
+    rules.not_both_psum(opn, "data", data, "operand1", operand1)
+    rules.column(opn, "operand0", operand0, data.shape[0], t)
+    return Passed(_engine.vector, (row0, row1))
+
+
+def _stt_compute(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1, name):
+    row0, row1 = ins.info
+    if ins.core.events is not None:
+        note_scalars(ins, operand0=operand0)
+    x = read_f32(data)
+    x = _apply(row0, x, column_f32(operand0, x.ndim), reverse0)
+    y = read_f32(operand1).reshape(x.shape)
+    res = row1.fn(y, x) if reverse1 else row1.fn(x, y)
+    write(dst, res)
+
+
+@instruction(reads=("data", "operand0", "operand1"), writes=("dst",), rules=_stt_rules,
+             compute=_stt_compute)
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
                          name=None):
     """dst = (data op0 operand0) op1 operand1; operand0 broadcasts along the free dims, operand1 is
@@ -247,30 +285,25 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     supported NKI data type"; unlike tensor_scalar, no float32 rule); arithmetic operators only,
     math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both
     in PSUM. Engine: Vector.
-    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unknown or unary op1).
+    Raises: ShapeError (also a unary op1), MemorySpaceError, DtypeError (bitvec op), NkiError
+    (unknown op).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (scalar_tensor_tensor).
     """
-    opn = "nisa.scalar_tensor_tensor"
-    t = target(opn)
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1")
-    _arith(opn, "op0", row0)
-    _arith(opn, "op1", row1, binary=True)
-    _tiles(opn, t, dst=dst, data=data, operand1=operand1)
-    rules.same_tile(opn, "data", data, "operand1", operand1)
+
+
+def _recip_rules(ins, dst, data, name):
+    """reciprocal's rules (see its docstring)."""
+    opn, t = ins.op, ins.target
+    _tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
-    rules.not_both_psum(opn, "data", data, "operand1", operand1)
-    rules.column(opn, "operand0", operand0, data.shape[0], t)
-    x = read_f32(data)
-    x = _apply(row0, x, column_f32(operand0, x.ndim), reverse0)
-    y = read_f32(operand1).reshape(x.shape)
-    res = row1.fn(y, x) if reverse1 else row1.fn(x, y)
-    write(dst, res)
-    trace.emit(opn, dst=dst, data=data, operand1=operand1, op0=row0.name, op1=row1.name,
-               engine=_engine.vector)
-    return NkiInstruction(opn, name)
+    return Passed(_engine.vector)
 
 
+def _recip_compute(ins, dst, data, name):
+    write(dst, alu.ALU["reciprocal"].fn(read_f32(data)))
+
+
+@instruction(reads=("data",), writes=("dst",), rules=_recip_rules, compute=_recip_compute)
 def reciprocal(dst, data, name=None):
     """dst = 1.0 / data, element-wise, in fp32 on the Vector engine.
 
@@ -279,13 +312,6 @@ def reciprocal(dst, data, name=None):
     Raises: ShapeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (reciprocal).
     """
-    opn = "nisa.reciprocal"
-    t = target(opn)
-    _tiles(opn, t, dst=dst, data=data)
-    rules.same_tile(opn, "data", data, "dst", dst)
-    write(dst, alu.ALU["reciprocal"].fn(read_f32(data)))
-    trace.emit(opn, dst=dst, data=data, engine=_engine.vector)
-    return NkiInstruction(opn, name)
 
 
 _EXP_DST = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32", "int8",
@@ -296,27 +322,9 @@ _EXP_RES = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfl
 _EXP_CMDS = (_cmd.idle, _cmd.reset_reduce, _cmd.reduce, _cmd.load_reduce)
 
 
-def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, reduce_init=0.0,
-                name=None):
-    """dst = exp(src - max_value); optionally acc = (0 | acc | reduce_init) + sum over free dims.
-
-    ``reduce_cmd``: ``reset_reduce`` starts the VectorE accumulator at 0, ``reduce`` keeps it,
-    ``load_reduce`` starts it at ``reduce_init``; each then adds the free-dim sum of this result
-    (Decision: the fp32 values before rounding into dst.dtype, as for ``activation``). ``idle``
-    leaves the accumulator alone. ``reduce_res`` (P, 1) then receives the accumulator (Decision:
-    also with ``idle``, when the docs call its state undefined).
-    Shapes: src, dst up to 4-D, same P (<= pmax) and elements per partition; ``max_value`` and
-    ``reduce_init`` a scalar or a (P, 1) tensor. Dtypes: dst fp8/fp16/bf16/fp32/tf32/int8/16/32/
-    uint8/16; src the same without tf32, plus uint32; reduce_res fp8/fp16/bf16/fp32/tf32; a tensor
-    ``max_value`` or ``reduce_init`` float32 ("Supported dtypes: float32").
-    Buffers: SBUF or PSUM. Engine: Vector, trn3 (NeuronCore-v4) and newer only.
-    Raises: UnsupportedError (target, reduce_cmd.reset), ShapeError, DtypeError, MemorySpaceError,
-    NkiError (reduce_init without load_reduce).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (exponential).
-    """
-    opn = "nisa.exponential"
-    core = state.core(opn)
-    t = core.target
+def _exp_rules(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, name):
+    """exponential's rules (see its docstring): the reduce_cmd."""
+    opn, t = ins.op, ins.target
     if t.nc_version < 4:
         raise UnsupportedError(opn, f"needs trn3 or newer, not supported on {t.name}")
     cmd = as_enum(_cmd, reduce_cmd, opn)
@@ -336,16 +344,25 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, 
     rules.float32_operand(opn, "max_value", max_value)
     rules.float32_operand(opn, "reduce_init", reduce_init)
     if cmd is not _cmd.load_reduce and (isinstance(reduce_init, NkiTensor) or reduce_init not in (None, 0)):
-        raise NkiError(opn, f"reduce_init {reduce_init!r} must be unset or 0.0 unless reduce_cmd is "
-                            f"load_reduce, got reduce_cmd {cmd.name}")
+        raise ShapeError(opn, f"reduce_init {reduce_init!r} must be unset or 0.0 unless reduce_cmd is "
+                              f"load_reduce, got reduce_cmd {cmd.name}")
     if reduce_res is not None:
         _tiles(opn, t, reduce_res=reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
         rules.dtype_in(opn, "reduce_res", reduce_res, _EXP_RES, t)
+    return Passed(_engine.vector, cmd)
+
+
+def _exp_compute(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, name):
+    """exp into dst; the VectorE accumulator (core state) per reduce_cmd."""
+    cmd = ins.info
+    if ins.core.events is not None:
+        note_scalars(ins, max_value=max_value, reduce_init=reduce_init)
+    p = src.shape[0]
     x = read_f32(src)
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.exp(x - column_f32(max_value, x.ndim))
-    acc = accumulator(core, "vec", p)
+    acc = accumulator(ins.core, "vec", p)
     if cmd is _cmd.reset_reduce:
         acc[:p] = 0
     elif cmd is _cmd.load_reduce:
@@ -357,8 +374,28 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, 
     write(dst, y)
     if reduce_res is not None:
         write(reduce_res, reduced.reshape(p, 1))
-    trace.emit(opn, dst=dst, src=src, reduce_cmd=cmd, engine=_engine.vector)
-    return NkiInstruction(opn, name)
+
+
+@instruction(reads=("src", "max_value", "reduce_init"), writes=("dst", "reduce_res"), rules=_exp_rules,
+             compute=_exp_compute)
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_cmd.idle, reduce_init=0.0,
+                name=None):
+    """dst = exp(src - max_value); optionally acc = (0 | acc | reduce_init) + sum over free dims.
+
+    ``reduce_cmd``: ``reset_reduce`` starts the VectorE accumulator at 0, ``reduce`` keeps it,
+    ``load_reduce`` starts it at ``reduce_init``; each then adds the free-dim sum of this result
+    (Decision: the fp32 values before rounding into dst.dtype, as for ``activation``). ``idle``
+    leaves the accumulator alone. ``reduce_res`` (P, 1) then receives the accumulator (Decision:
+    also with ``idle``, when the docs call its state undefined).
+    Shapes: src, dst up to 4-D, same P (<= pmax) and elements per partition; ``max_value`` and
+    ``reduce_init`` a scalar or a (P, 1) tensor. Dtypes: dst fp8/fp16/bf16/fp32/tf32/int8/16/32/
+    uint8/16; src the same without tf32, plus uint32; reduce_res fp8/fp16/bf16/fp32/tf32; a tensor
+    ``max_value`` or ``reduce_init`` float32 ("Supported dtypes: float32").
+    Buffers: SBUF or PSUM. Engine: Vector, trn3 (NeuronCore-v4) and newer only.
+    Raises: UnsupportedError (target, reduce_cmd.reset), ShapeError (also reduce_init without
+    load_reduce), DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (exponential).
+    """
 
 
 __all__ = ["tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "reciprocal", "exponential"]

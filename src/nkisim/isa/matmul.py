@@ -1,7 +1,7 @@
 """Tensor Engine: ``nc_matmul`` (stationary.T @ moving into PSUM, with accumulation).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul), nki/guides/architecture
-(PSUM banks, fp32 accumulation). Imports memory, checks, alu-free.
+(PSUM banks, fp32 accumulation). Imports memory, checks, dispatch.
 """
 from __future__ import annotations
 
@@ -10,101 +10,25 @@ import threading
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import state, trace
-from ..checks import rules
+from ..checks import rules, uninit
 from ..errors import DtypeError, ShapeError, UnsupportedError
-from ..checks import uninit
 from ..memory.access import matmul_flags, matmul_out, read_f32, read_raw, write
-from .enums import NkiInstruction, as_enum, instruction, matmul_perf_mode as _perf
-from .operands import target
-from ..checks.memo import remember
-from ..memory.tensor import NkiTensor
 from ..memory.capacity import staggered
+from .dispatch import Passed, instruction
+from .enums import as_enum, engine as _engine, matmul_perf_mode as _perf
 
 _FP32ISH = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 
 
-def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
-              perf_mode=_perf.none, name=None, **ignored):
-    """dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n]  (dst = stationary.T @ moving).
-
-    Shapes: K = partition dim of both operands (<= pmax); M = stationary elements per partition
-    (<= gemm_stationary_fmax, 128); N = moving elements per partition (<= 512 on trn1/trn2, one
-    PSUM bank; <= 4096 fp32 / 8192 bf16 on trn3); dst has M partitions and N elements each.
-    Buffers: stationary and moving in SBUF, dst in PSUM. Dtypes: inputs fp8/bf16/fp16/tf32/fp32
-    (fp32/tf32 pair only with fp32/tf32; float8_e4m3fn on trn3 only, not mixed with float8_e4m3);
-    products accumulate in fp32; dst float32 (or bfloat16 on trn3), rounded once on write.
-    ``accumulate``: False overwrites, True adds to dst, None (default) adds where the element's last
-    write was a matmul and overwrites elsewhere (Decision: any non-matmul write clears the flag).
-    ``is_transpose=True`` (trn2+): dst = stationary.T bit-exactly (moving must be K x K); dst dtype
-    must equal stationary's. On trn1 it is only a profiler hint: an ordinary fp32 matmul.
-    ``perf_mode="double_row"`` (trn2+, fp8): stationary (K, 2, M), moving (K, 2, N), contraction
-    over K and the size-2 dim, no column tiling.
-    ``tile_position=(start_row, start_column)`` with ``tile_size=(rows, columns)`` (32/64/128; 32
-    needs trn2+): K <= rows, M <= columns, each start a multiple of its size inside the 128 x 128
-    PE array; the math is unchanged.
-    Raises: ShapeError, MemorySpaceError, DtypeError, UnsupportedError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul).
-    """
-    op = "nisa.nc_matmul"
-    t = target(op)
-    key = None
-    if type(dst) is NkiTensor and type(stationary) is NkiTensor and type(moving) is NkiTensor \
-            and not is_transpose:
-        key = (t, dst.shape, dst.strides, dst.offset, dst.dtype, dst.alloc.buffer, dst.alloc.shape,
-               dst.storage is dst.alloc.storage, stationary.shape, stationary.dtype,
-               stationary.alloc.buffer, moving.shape, moving.dtype, moving.alloc.buffer, perf_mode)
-        try:
-            if tile_position or tile_size:
-                key += (tuple(tile_position), tuple(tile_size))
-            kmn = _PASSED.get(key)
-        except TypeError:           # unhashable options: check every time
-            kmn = key = None
-    else:
-        kmn = None
-    if kmn is not None:
-        k, m, n = kmn
-        if (accumulate is False or (accumulate is None and dst.alloc.mm_flags is False)) \
-                and (out := matmul_out(dst, accumulate is False)) is not None:
-            # an overwrite of a whole fp32 tile (a fresh accumulator, nl.matmul's result): the
-            # product goes straight into PSUM (saves copying it there from the scratch array)
-            _product(stationary, moving, k, m, n, out.reshape(m, n))
-            if trace.listeners:
-                trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
-            return instruction(op, name)
-        res = _product(stationary, moving, k, m, n)
-    else:
-        res = _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position, tile_size,
-                               perf_mode, name)
-        if isinstance(res, NkiInstruction):         # is_transpose: done
-            return res
-        k, m, n = stationary.shape[0], res.shape[0], res.shape[1]
-        if key is not None and as_enum(_perf, perf_mode or "none", op) is _perf.none:
-            remember(_PASSED, key, (k, m, n))     # (double_row computes differently: not cached)
-    # Reads of dst below are the documented PSUM accumulation: no race / uninitialised-read hooks,
-    # except that accumulate=True onto never-written PSUM is undefined (strict mode reports it).
-    add = matmul_flags(dst) if accumulate is None else bool(accumulate)
-    if accumulate and dst.alloc.init is not None:
-        uninit.check_read(dst)
-    if add is True or add is False:
-        write(dst, res, matmul=True, add=add, overwrite=accumulate is False)
-    else:
-        old = read_f32(dst, hooks=False).reshape(m, n)
-        write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
-    if trace.listeners:
-        trace.emit(op, dst=dst, stationary=stationary, moving=moving, k=k, m=m, n=n)
-    return instruction(op, name)
+_PLAIN, _DOUBLE_ROW, _TRANSPOSE = "plain", "double_row", "transpose"     # what compute does
 
 
-_PASSED: dict = {}      # call signatures whose rules passed -> (k, m, n)
-
-
-def _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position, tile_size,
-                     perf_mode, name):
-    """nc_matmul's rules (see its docstring), then the product as float32 (m, n); for
-    ``is_transpose`` on trn2+ the whole instruction, returning its NkiInstruction."""
+def _mm_rules(ins, dst, stationary, moving, is_stationary_onezero, is_moving_onezero, is_transpose,
+              accumulate, tile_position, tile_size, perf_mode, name):
+    """nc_matmul's rules (see its docstring): (k, m, n, mode), mode one of plain, double_row
+    (the fp8 pair contraction) or transpose (trn2+ ``is_transpose``: a bit-exact copy)."""
+    op, t = ins.op, ins.target
     for nm, x in (("dst", dst), ("stationary", stationary), ("moving", moving)):
         rules.tensor(op, nm, x)
     rules.sbuf_only(op, "stationary", stationary)
@@ -141,9 +65,7 @@ def _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position
         if dst.dtype != stationary.dtype:
             raise DtypeError(op, f"is_transpose: dst dtype {dd} must equal stationary dtype {sd}")
         _check_dst(op, dst, m, n, t, check_dtype=False)
-        write(dst, read_raw(stationary).reshape(k, m).T, matmul=True)
-        trace.emit(op, dst=dst, stationary=stationary, moving=moving, transpose=True)
-        return NkiInstruction(op, name)
+        return Passed(_engine.tensor, (k, m, n, _TRANSPOSE))
 
     if perf is _perf.double_row:
         if t.nc_version < 3:
@@ -153,16 +75,78 @@ def _checked_compute(op, t, dst, stationary, moving, is_transpose, tile_position
         if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[1] != 2 or moving.shape[1] != 2:
             raise ShapeError(op, f"perf_mode=double_row needs stationary (K, 2, M) and moving (K, 2, N), "
                                  f"got {stationary.shape} and {moving.shape}")
-        m, n = stationary.shape[2], moving.shape[2]
-        res = np.einsum("kjm,kjn->mn", read_f32(stationary), read_f32(moving), dtype=np.float32)
+        m, n, mode = stationary.shape[2], moving.shape[2], _DOUBLE_ROW
     else:
-        m, n = stationary.free_size, moving.free_size
-        res = None
+        m, n, mode = stationary.free_size, moving.free_size, _PLAIN
     rules.at_most(op, "stationary free size", m, min(cols, t.gemm_stationary_fmax), t)
     nmax = t.matmul_moving_fmax_bf16 if dd == "bfloat16" else t.matmul_moving_fmax_fp32
     rules.at_most(op, "moving free size", n, nmax, t)
     _check_dst(op, dst, m, n, t)
-    return _product(stationary, moving, k, m, n) if res is None else res
+    return Passed(_engine.tensor, (k, m, n, mode))
+
+
+def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_onezero, is_transpose,
+                accumulate, tile_position, tile_size, perf_mode, name):
+    """The product, then the PSUM write: overwrite, accumulate, or per element by the PSUM matmul
+    flags (runtime state, read here). The event notes ``accumulate`` as applied: True, False or
+    "mixed" (some elements accumulated, others overwritten)."""
+    k, m, n, mode = ins.info
+    if mode is _TRANSPOSE:
+        write(dst, read_raw(stationary).reshape(k, m).T, matmul=True)
+        ins.note(accumulate=False)
+        return
+    if mode is _DOUBLE_ROW:
+        res = np.einsum("kjm,kjn->mn", read_f32(stationary), read_f32(moving), dtype=np.float32)
+    else:
+        if (ins.core.fast and (accumulate is False or (accumulate is None and dst.alloc.mm_flags is False))
+                and (out := matmul_out(dst, accumulate is False)) is not None):
+            # an overwrite of a whole fp32 tile (a fresh accumulator, nl.matmul's result): the
+            # product goes straight into PSUM (saves copying it there from the scratch array)
+            _product(stationary, moving, k, m, n, out.reshape(m, n))
+            ins.note(accumulate=False)
+            return
+        res = _product(stationary, moving, k, m, n)
+    # Reads of dst below are the documented PSUM accumulation: no race / uninitialised-read hooks,
+    # except that accumulate=True onto never-written PSUM is undefined (strict mode reports it).
+    add = matmul_flags(dst) if accumulate is None else bool(accumulate)
+    if accumulate and dst.alloc.init is not None:
+        uninit.check_read(dst)
+    if add is True or add is False:
+        write(dst, res, matmul=True, add=add, overwrite=accumulate is False)
+        ins.note(accumulate=add)
+    else:
+        old = read_f32(dst, hooks=False).reshape(m, n)
+        write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
+        ins.note(accumulate="mixed")
+
+
+@instruction(reads=("stationary", "moving"), writes=("dst",), rules=_mm_rules, compute=_mm_compute)
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
+              perf_mode=_perf.none, name=None):
+    """dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n]  (dst = stationary.T @ moving).
+
+    Shapes: K = partition dim of both operands (<= pmax); M = stationary elements per partition
+    (<= gemm_stationary_fmax, 128); N = moving elements per partition (<= 512 on trn1/trn2, one
+    PSUM bank; <= 4096 fp32 / 8192 bf16 on trn3); dst has M partitions and N elements each.
+    Buffers: stationary and moving in SBUF, dst in PSUM. Dtypes: inputs fp8/bf16/fp16/tf32/fp32
+    (fp32/tf32 pair only with fp32/tf32; float8_e4m3fn on trn3 only, not mixed with float8_e4m3);
+    products accumulate in fp32; dst float32 (or bfloat16 on trn3), rounded once on write.
+    ``accumulate``: False overwrites, True adds to dst, None (default) adds where the element's last
+    write was a matmul and overwrites elsewhere (Decision: any non-matmul write clears the flag).
+    ``is_transpose=True`` (trn2+): dst = stationary.T bit-exactly (moving must be K x K); dst dtype
+    must equal stationary's. On trn1 it is only a profiler hint: an ordinary fp32 matmul.
+    ``perf_mode="double_row"`` (trn2+, fp8): stationary (K, 2, M), moving (K, 2, N), contraction
+    over K and the size-2 dim, no column tiling.
+    ``tile_position=(start_row, start_column)`` with ``tile_size=(rows, columns)`` (32/64/128; 32
+    needs trn2+): K <= rows, M <= columns, each start a multiple of its size inside the 128 x 128
+    PE array; the math is unchanged.
+    Engine: tensor. The event's ``accumulate`` option is the accumulation applied: True, False
+    (also for ``is_transpose``, which overwrites) or "mixed" (auto mode over a dst whose elements
+    disagree: some accumulated, others overwritten).
+    Raises: ShapeError, MemorySpaceError, DtypeError, UnsupportedError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul).
+    """
 
 
 _SCRATCH = threading.local()
