@@ -1,10 +1,13 @@
 """Reductions: tensor_reduce (free axes), tensor_partition_reduce (across partitions),
 tensor_scalar_reduce (VectorE accumulator), against NumPy references from the doc formulas."""
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
@@ -340,3 +343,75 @@ def test_tensor_reduce_max_matches_numpy_for_any_tile(p, f, seed):
     x = np.random.default_rng(seed).standard_normal((p, f)).astype(BF16)
     got = reduce(x, nl.maximum, 1, (p, 1), dst_dtype=BF16)
     np.testing.assert_array_equal(got[:, 0].view(np.uint16), x.max(axis=1).view(np.uint16))
+
+
+# ---- the instruction events and the documented signature ----------------------------------------
+
+def _next_line():
+    """The line after the caller's: where the instruction under test is called."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _operands(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def test_reduce_family_events_match_the_kernel_calls():
+    lines = []
+
+    def kernel(x):
+        t = sb(x)
+        d = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_reduce(dst=d, op=nl.add, data=t, axis=1)
+        col = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_partition_reduce(dst=col, op=nl.maximum, data=t)
+        y = nl.ndarray((4, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        acc = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.multiply, operand0=d, reduce_op=nl.add,
+                                  reduce_res=acc)
+        return acc
+    with nkisim.trace.record() as events:
+        simulate(kernel, np.ones((4, 8), np.float32))
+    ours = [e for e in events if e.op in ("tensor_reduce", "tensor_partition_reduce", "tensor_scalar_reduce")]
+    assert [(e.op, e.api, e.engine, e.core, e.location) for e in ours] == [
+        ("tensor_reduce", "nisa.tensor_reduce", "vector", 0, f"test_reduce.py:{lines[0]}"),
+        ("tensor_partition_reduce", "nisa.tensor_partition_reduce", "gpsimd", 0, f"test_reduce.py:{lines[1]}"),
+        ("tensor_scalar_reduce", "nisa.tensor_scalar_reduce", "vector", 0, f"test_reduce.py:{lines[2]}"),
+    ]
+    assert ours[0].seq < ours[1].seq < ours[2].seq
+    tr, tpr, tsr = ours
+    assert _operands(tr.reads) == [("data", "sbuf", (4, 8), "float32", 128)]
+    assert _operands(tr.writes) == [("dst", "sbuf", (4, 1), "float32", 16)]
+    assert tr.options == {"op": "add", "axis": 1, "negate": False, "keepdims": False}
+    assert _operands(tpr.reads) == [("data", "sbuf", (4, 8), "float32", 128)]
+    assert _operands(tpr.writes) == [("dst", "sbuf", (1, 8), "float32", 32)]
+    assert _operands(tsr.reads) == [("data", "sbuf", (4, 8), "float32", 128),
+                                    ("operand0", "sbuf", (4, 1), "float32", 16)]
+    assert _operands(tsr.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64),
+                                     ("reduce_res", "sbuf", (4, 1), "float32", 16)]
+    assert tsr.options["reduce_cmd"] == "reset_reduce" and tsr.options["reduce_op"] == "add"
+
+
+def test_reduce_family_misspelt_keyword_is_a_type_error():
+    lines = []
+
+    def kernel(x):
+        d = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_reduce(dst=d, op=nl.add, data=sb(x), axis=1, negat=True)
+    with pytest.raises(TypeError) as info:
+        simulate(kernel, np.ones((4, 8), np.float32))
+    assert str(info.value) == (f"nisa.tensor_reduce() got an unexpected keyword argument 'negat'; did you "
+                               f"mean 'negate'? (test_reduce.py:{lines[0]})")
+
+    def kernel2(x):
+        d = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_scalar_reduce(d, sb(x), nl.add, 1.0, nl.add, reduce_comd=RC.reduce)
+    with pytest.raises(TypeError) as info:
+        simulate(kernel2, np.ones((4, 8), np.float32))
+    assert str(info.value) == (f"nisa.tensor_scalar_reduce() got an unexpected keyword argument "
+                               f"'reduce_comd'; did you mean 'reduce_cmd'? (test_reduce.py:{lines[1]})")

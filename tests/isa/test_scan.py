@@ -1,9 +1,12 @@
 """tensor_tensor_scan against a step-by-step fp32 reference loop written from the doc pseudocode."""
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError
@@ -146,3 +149,65 @@ def test_scan_shape_rules():
     with pytest.raises(ShapeError, match=r"^nisa\.tensor_tensor_scan: initial must be a scalar or a \(2, 1\) "
                                          r"tensor, got shape \(2, 3\)" + LOC):
         scan(np.ones((2, 3), F32), np.ones((2, 3), F32), np.ones((2, 3), F32), nl.add, nl.add)
+
+
+# ---- the instruction events and the documented signature ----------------------------------------
+
+def _next_line():
+    """The line after the caller's: where the instruction under test is called."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _operands(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def _scan_kernel(lines):
+    def kernel(x):
+        t = sb(x)
+        init = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=init, value=1.0)
+        d = nl.ndarray((4, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_tensor_scan(dst=d, data0=t, data1=t, initial=init, op0=nl.add, op1=nl.add)
+        return d
+    return kernel
+
+
+def test_scan_events_match_the_kernel_calls():
+    lines = []
+    with nkisim.trace.record() as events:
+        simulate(_scan_kernel(lines), np.ones((4, 8), np.float32))
+    (e,) = [e for e in events if e.op == "tensor_tensor_scan"]
+    assert (e.api, e.engine, e.core, e.location) == ("nisa.tensor_tensor_scan", "vector", 0,
+                                                     f"test_scan.py:{lines[0]}")
+    assert _operands(e.reads) == [("data0", "sbuf", (4, 8), "float32", 128),
+                                  ("data1", "sbuf", (4, 8), "float32", 128),
+                                  ("initial", "sbuf", (4, 1), "float32", 16)]
+    assert _operands(e.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64)]
+    assert e.options == {"op0": "add", "op1": "add", "reverse0": False, "reverse1": False}
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_scan_add_add_fast_path_fires_only_with_fast_paths_on(monkeypatch, fast):
+    monkeypatch.setenv("NKISIM_FAST_PATHS", fast)
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    with nkisim.trace.record() as events:
+        got = simulate(_scan_kernel([]), x)
+    assert events.fast_paths["scan_accumulate"] == (1 if fast == "1" else 0)
+    want = (1 + np.cumsum(2 * x, axis=1)).astype(BF16)          # small integers: exact in fp32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scan_misspelt_keyword_is_a_type_error():
+    lines = []
+
+    def kernel(x):
+        t = sb(x)
+        d = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_tensor_scan(d, t, t, 0.0, nl.multiply, nl.add, revers0=True)
+    with pytest.raises(TypeError) as info:
+        simulate(kernel, np.ones((4, 8), np.float32))
+    assert str(info.value) == (f"nisa.tensor_tensor_scan() got an unexpected keyword argument 'revers0'; "
+                               f"did you mean 'reverse0'? (test_scan.py:{lines[0]})")

@@ -1,12 +1,14 @@
 """nisa.max8, nc_find_index8, nc_match_replace8: values against per-partition NumPy loops, the
 duplicate-value orders from the docs, every rule."""
 import re
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, ShapeError
@@ -264,3 +266,63 @@ def test_match_replace8_property(p, f, seed):
     want_dst, want_idx = replace_ref(data, vals, np.float32(-9.0))
     np.testing.assert_array_equal(dst, want_dst)
     np.testing.assert_array_equal(idx, want_idx)
+
+
+# ---- the instruction events and the documented signature ----------------------------------------
+
+def _next_line():
+    """The line after the caller's: where the instruction under test is called."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _operands(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def test_search_events_match_the_kernel_calls():
+    lines = []
+
+    def kernel(x):
+        t = load(x)
+        top = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.max8(dst=top, src=t)
+        idx = nl.ndarray((4, 8), dtype=nl.uint16, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.nc_find_index8(dst=idx, data=t, vals=top)
+        rep = nl.ndarray((4, 16), dtype=nl.bfloat16, buffer=nl.sbuf)
+        pos = nl.ndarray((4, 8), dtype=nl.uint32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.nc_match_replace8(dst=rep, data=t, vals=top, imm=0.0, dst_idx=pos)
+        return pos
+    with nkisim.trace.record() as events:
+        simulate(kernel, np.arange(64, dtype=np.float32).reshape(4, 16))
+    ours = [e for e in events if e.op in ("max8", "nc_find_index8", "nc_match_replace8")]
+    assert [(e.op, e.api, e.engine, e.core, e.location) for e in ours] == [
+        (op, f"nisa.{op}", "vector", 0, f"test_search.py:{line}")
+        for op, line in zip(("max8", "nc_find_index8", "nc_match_replace8"), lines)]
+    m8, fi8, mr8 = ours
+    data = ("sbuf", (4, 16), "float32", 256)
+    vals = ("sbuf", (4, 8), "float32", 128)
+    assert _operands(m8.reads) == [("src", *data)]
+    assert _operands(m8.writes) == [("dst", *vals)]
+    assert _operands(fi8.reads) == [("data", *data), ("vals", *vals)]
+    assert _operands(fi8.writes) == [("dst", "sbuf", (4, 8), "uint16", 64)]
+    assert _operands(mr8.reads) == [("data", *data), ("vals", *vals)]
+    assert _operands(mr8.writes) == [("dst", "sbuf", (4, 16), "bfloat16", 128),
+                                     ("dst_idx", "sbuf", (4, 8), "uint32", 128)]
+    assert mr8.options == {"imm": 0.0}
+
+
+def test_search_misspelt_keyword_is_a_type_error():
+    lines = []
+
+    def kernel(x):
+        t = load(x)
+        top = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.nc_match_replace8(dst=t, data=t, vals=top, imm=0.0, dst_id=top)
+    with pytest.raises(TypeError) as info:
+        simulate(kernel, np.ones((4, 16), np.float32))
+    assert str(info.value) == (f"nisa.nc_match_replace8() got an unexpected keyword argument 'dst_id'; "
+                               f"did you mean 'dst_idx'? (test_search.py:{lines[0]})")

@@ -1,12 +1,14 @@
 """nisa.affine_select, range_select, select_reduce: values against the doc formulas, the VectorE
 accumulator, every rule."""
 import re
+import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
@@ -352,3 +354,69 @@ def test_select_reduce_shape_rules():
     with pytest.raises(ShapeError, match=err("select_reduce", "on_false must be a scalar or a (2, 1) tensor, "
                                              "got shape (2, 2)")):
         run_select(np.ones((2, 2), np.uint8), np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32))
+
+
+# ---- the instruction events and the documented signature ----------------------------------------
+
+def _next_line():
+    """The line after the caller's: where the instruction under test is called."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _operands(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def test_select_events_match_the_kernel_calls():
+    lines = []
+
+    def kernel(x, b, m):
+        t = load(x)
+        lo, hi, pred = load(b), load(b), load(m)
+        d = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.affine_select(dst=d, pattern=[[-1, 8]], channel_multiplier=1, on_true_tile=t,
+                           on_false_value=0.0, cmp_op=nl.greater_equal)
+        r = nl.ndarray((4, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        acc = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.range_select(dst=r, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less,
+                          bound0=lo, bound1=hi, reduce_cmd=3, reduce_res=acc)
+        lines.append(_next_line())
+        nisa.select_reduce(dst=d, predicate=pred, on_true=t, on_false=-1.0, reduce_res=acc)
+        return acc
+    with nkisim.trace.record() as events:
+        simulate(kernel, np.ones((4, 8), np.float32), np.zeros((4, 1), np.float32),
+                 np.ones((4, 8), np.uint8))
+    ours = [e for e in events if e.op in ("affine_select", "range_select", "select_reduce")]
+    assert [(e.op, e.api, e.engine, e.core, e.location) for e in ours] == [
+        ("affine_select", "nisa.affine_select", "gpsimd", 0, f"test_select.py:{lines[0]}"),
+        ("range_select", "nisa.range_select", "vector", 0, f"test_select.py:{lines[1]}"),
+        ("select_reduce", "nisa.select_reduce", "vector", 0, f"test_select.py:{lines[2]}")]
+    aff, rng_, sel = ours
+    tile = ("sbuf", (4, 8), "float32", 128)
+    column = ("sbuf", (4, 1), "float32", 16)
+    assert _operands(aff.reads) == [("on_true_tile", *tile)]
+    assert _operands(aff.writes) == [("dst", *tile)]
+    assert aff.options["pattern"] == ((-1, 8),) and aff.options["cmp_op"] == "greater_equal"
+    assert _operands(rng_.reads) == [("on_true_tile", *tile), ("bound0", *column), ("bound1", *column)]
+    assert _operands(rng_.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64), ("reduce_res", *column)]
+    assert rng_.options["reduce_cmd"] == "reset_reduce"          # passed as the raw value 3
+    assert _operands(sel.reads) == [("predicate", "sbuf", (4, 8), "uint8", 32), ("on_true", *tile)]
+    assert _operands(sel.writes) == [("dst", *tile), ("reduce_res", *column)]
+    assert sel.options["reduce_cmd"] == "idle"
+
+
+def test_select_misspelt_keyword_is_a_type_error():
+    lines = []
+
+    def kernel(x, m):
+        t, pred = load(x), load(m)
+        d = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.select_reduce(dst=d, predicate=pred, on_true=t, on_false=0.0, reverse_predicate=True)
+    with pytest.raises(TypeError) as info:
+        simulate(kernel, np.ones((4, 8), np.float32), np.ones((4, 8), np.uint8))
+    assert str(info.value) == (f"nisa.select_reduce() got an unexpected keyword argument "
+                               f"'reverse_predicate'; did you mean 'reverse_pred'? "
+                               f"(test_select.py:{lines[0]})")

@@ -1,9 +1,12 @@
 """bn_stats / bn_aggr against the doc formulas (float64 references, population variance)."""
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import MemorySpaceError, ShapeError
@@ -160,3 +163,52 @@ def test_bn_aggr_hbm_rejected():
     with pytest.raises(MemorySpaceError, match=r"^nisa\.bn_aggr: data is in private_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(kernel, np.ones((2, 6), np.float32))
+
+
+# ---- the instruction events and the documented signature ----------------------------------------
+
+def _next_line():
+    """The line after the caller's: where the instruction under test is called."""
+    return sys._getframe(1).f_lineno + 1
+
+
+def _operands(ops):
+    return [(o.role, o.buffer, o.shape, o.dtype, o.nbytes) for o in ops]
+
+
+def test_stats_events_match_the_kernel_calls():
+    lines = []
+
+    def kernel(x):
+        t = sb(x)
+        st_ = nl.ndarray((4, 6), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.bn_stats(dst=st_, data=t)
+        mv = nl.ndarray((4, 2), dtype=nl.bfloat16, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.bn_aggr(dst=mv, data=st_)
+        return mv
+    with nkisim.trace.record() as events:
+        simulate(kernel, np.ones((4, 10), np.float32))
+    ours = [e for e in events if e.op in ("bn_stats", "bn_aggr")]
+    assert [(e.op, e.api, e.engine, e.core, e.location) for e in ours] == [
+        ("bn_stats", "nisa.bn_stats", "vector", 0, f"test_stats.py:{lines[0]}"),
+        ("bn_aggr", "nisa.bn_aggr", "vector", 0, f"test_stats.py:{lines[1]}")]
+    assert _operands(ours[0].reads) == [("data", "sbuf", (4, 10), "float32", 160)]
+    assert _operands(ours[0].writes) == [("dst", "sbuf", (4, 6), "float32", 96)]
+    assert _operands(ours[1].reads) == [("data", "sbuf", (4, 6), "float32", 96)]
+    assert _operands(ours[1].writes) == [("dst", "sbuf", (4, 2), "bfloat16", 16)]
+    assert ours[1].writes[0].alloc != ours[0].writes[0].alloc == ours[1].reads[0].alloc
+
+
+def test_stats_misspelt_keyword_is_a_type_error():
+    lines = []
+
+    def kernel(x):
+        d = nl.ndarray((4, 6), dtype=nl.float32, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.bn_stats(dst=d, data=sb(x), nme="stats")
+    with pytest.raises(TypeError) as info:
+        simulate(kernel, np.ones((4, 10), np.float32))
+    assert str(info.value) == (f"nisa.bn_stats() got an unexpected keyword argument 'nme'; did you mean "
+                               f"'name'? (test_stats.py:{lines[0]})")

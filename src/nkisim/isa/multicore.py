@@ -1,54 +1,64 @@
 """LNC2 synchronisation: ``core_barrier`` and ``sendrecv`` between the two cores of a launch.
 
 A core that waits for a peer which finished the kernel, or which waits at a different sync point,
-gets a DeadlockError (never a hang). Source: aws-neuron-sdk nki/api/nki/isa/__init__.py
-(core_barrier, sendrecv). Imports memory, checks, state.
+gets a DeadlockError (never a hang). Both ops are ``@instruction`` specs: their rules check only
+the target and the operands' static signature; the launch's LNC degree, the core's id and the
+rendezvous are runtime state, read by compute. Source: aws-neuron-sdk nki/api/nki/isa/__init__.py
+(core_barrier, sendrecv). Imports memory, checks, dispatch.
 """
 from __future__ import annotations
 
-from .. import state, trace
 from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..memory.access import read_raw, write
-from .enums import NkiInstruction, engine as _engine, dma_engine as _dma_engine
+from .dispatch import Passed, instruction
+from .enums import as_enum, engine as _engine, dma_engine as _dma_engine
 
 
-def _sync_core(op):
-    core = state.core(op)
-    if core.target.nc_version < 3:
-        raise UnsupportedError(op, f"needs trn2 or newer (LNC2), not {core.target.name}")
-    return core
+def _needs_trn2(op, t):
+    if t.nc_version < 3:
+        raise UnsupportedError(op, f"needs trn2 or newer (LNC2), not {t.name}")
 
 
+def _barrier_rules(ins, data, cores, engine, name):
+    """core_barrier's rules (see its docstring): the engine that runs it."""
+    op = ins.op
+    _needs_trn2(op, ins.target)
+    if tuple(cores) != (0, 1):
+        raise ShapeError(op, f"cores must be (0, 1), got {tuple(cores)}")
+    eng = as_enum(_engine, engine, op)
+    return Passed(_engine.gpsimd if eng is _engine.unknown else eng)
+
+
+def _barrier_compute(ins, data, cores, engine, name):
+    core = ins.core
+    if core.launch.lnc < 2:
+        raise UnsupportedError(ins.op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has "
+                                       "one core")
+    core.launch.sync.exchange(core.core_id, ins.op, ("core_barrier",))
+
+
+@instruction(reads=("data",), rules=_barrier_rules, compute=_barrier_compute)
 def core_barrier(data, cores=(0, 1), engine=_engine.gpsimd, name=None):
     """Every core in ``cores`` waits until all have reached this barrier (for ``data``).
 
     Only in an LNC2 launch (the docs allow it only with LNC enabled; under LNC1 it raises
     UnsupportedError). ``cores`` must be (0, 1). Raises DeadlockError when the other core finishes
     without reaching it or reaches a different sync point.
+    Engine: ``engine`` ("the engine to execute the barrier instruction on; defaults to GpSimd
+    Engine"); Decision: ``engine.unknown`` runs it on GpSimd, the documented default. Decision:
+    ``cores`` defaults to (0, 1), the only supported value (the documented signature has no
+    default). Decision: the event lists ``data`` as a read: the barrier moves no bytes, but it
+    orders the cores' accesses to ``data``, so a schedule must place it after earlier writes.
+    Raises: UnsupportedError (target, LNC1), ShapeError (cores), DeadlockError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (core_barrier).
     """
-    op = "nisa.core_barrier"
-    core = _sync_core(op)
-    if tuple(cores) != (0, 1):
-        raise ShapeError(op, f"cores must be (0, 1), got {tuple(cores)}")
-    if core.launch.lnc < 2:
-        raise UnsupportedError(op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has one core")
-    core.launch.sync.exchange(core.core_id, op, ("core_barrier",))
-    trace.emit(op, data=data)
-    return NkiInstruction(op, name)
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_engine.dma, name=None):
-    """Send this core's SBUF ``src`` to core ``send_to_rank`` and receive core ``recv_from_rank``'s
-    ``src`` into this core's ``dst``; calls with the same ``pipe_id`` meet.
-
-    Shapes/dtypes: src and dst equal in shape and dtype, both in SBUF. Ranks are 0 or 1 and differ
-    from this core's id. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (sendrecv).
-    """
-    op = "nisa.sendrecv"
-    core = _sync_core(op)
+def _sendrecv_rules(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine, name):
+    """sendrecv's rules (see its docstring); ranks are checked by compute (they name the core)."""
+    op = ins.op
+    _needs_trn2(op, ins.target)
     rules.tensor(op, "src", src)
     rules.tensor(op, "dst", dst)
     rules.sbuf_only(op, "src", src)
@@ -57,6 +67,12 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
         raise ShapeError(op, f"dst shape {dst.shape} must equal src shape {src.shape}")
     if src.dtype != dst.dtype:
         raise DtypeError(op, f"dst dtype {dst.dtype} must equal src dtype {src.dtype}")
+    return Passed(_engine.dma, as_enum(_dma_engine, dma_engine, op))
+
+
+def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine, name):
+    op, core = ins.op, ins.core
+    ins.note(dma_engine=ins.info.name)
     if core.launch.lnc < 2:
         raise UnsupportedError(op, "sendrecv needs an LNC2 launch (kernel[2])")
     peer = 1 - core.core_id
@@ -69,8 +85,19 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
         raise ShapeError(op, f"core {peer} sent src {got.shape} {got.dtype} but dst on core "
                              f"{core.core_id} is {dst.shape} {dst.dtype}; both cores must pass equal shapes")
     write(dst, got)
-    trace.emit(op, src=src, dst=dst)
-    return NkiInstruction(op, name)
+
+
+@instruction(reads=("src",), writes=("dst",), rules=_sendrecv_rules, compute=_sendrecv_compute)
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_engine.dma, name=None):
+    """Send this core's SBUF ``src`` to core ``send_to_rank`` and receive core ``recv_from_rank``'s
+    ``src`` into this core's ``dst``; calls with the same ``pipe_id`` meet.
+
+    Shapes/dtypes: src and dst equal in shape and dtype, both in SBUF. Ranks are 0 or 1 and differ
+    from this core's id. Engine: DMA ("using DMA engines"); the transfer mode ``dma_engine``
+    (``dma``, or ``gpsimd_dma``: "GPSIMD's internal DMA engine", triggered by GpSimd) is an option
+    of the event. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (sendrecv).
+    """
 
 
 __all__ = ["core_barrier", "sendrecv"]

@@ -4,7 +4,8 @@ accumulator).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_reduce, tensor_partition_reduce,
 tensor_scalar_reduce) and nki/api/nki.api.shared.rst (ALU operators). Imports memory, checks,
-alu, state.
+alu, state. Each op is an ``@instruction`` spec: rules (static, memoised) + compute (values,
+the VectorE accumulator).
 """
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import state, trace
 from ..checks import rules
 from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
-from .enums import NkiInstruction, as_enum, engine as _engine, reduce_cmd as _cmd
-from .operands import column_f32, pf, target
+from .dispatch import Passed, instruction
+from .enums import as_enum, engine as _engine, reduce_cmd as _cmd
+from .operands import column_f32, pf
 
 F32 = np.float32
 
@@ -32,6 +33,8 @@ _PARTITION_OPS = ("add", "average", "maximum", "bitwise_or", "bitwise_and")
 _SCALAR_REDUCE_OPS = ("add", "multiply", "maximum", "minimum")
 _SCALAR_REDUCE_CMDS = (_cmd.reset_reduce, _cmd.reduce, _cmd.load_reduce)
 _EXACT_INT = (_dt.int32, _dt.uint32)
+# An operator token this instruction does not take raises a bare NkiError, the class of
+# alu.lookup_alu's "not an ALU operator" (tests/corpus pins it); every other rule a subclass.
 
 
 def _tiles(opn, t, **tiles):
@@ -70,23 +73,9 @@ def _axes(opn, axis, data):
     return tuple(axes)
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
-    """dst = op-reduction of data over the trailing free dims ``axis`` (times -1 if ``negate``).
-
-    ``axis``: an int or a list of ints, the last free dims of data ending at the final dim, e.g.
-    (3,), (2, 3) or (1, 2, 3) for a 4-D tile; axis 0 is illegal. Decision: negative axes count from
-    the end. ``op``: add, subtract, multiply, maximum, minimum, logical_and/or/xor (arithmetic,
-    fp32 math) or bitwise_and/or/xor (bitvec: integer data and dst, bit patterns). Decision: the
-    fold runs left to right from the first element (``subtract`` gives x0 - x1 - ...).
-    ``negate`` (arithmetic only) multiplies the fp32 result by -1. ``keepdims`` only shapes the
-    result; dst needs P partitions and as many elements per partition as the kept dims hold.
-    Buffers: SBUF or PSUM. Engine: Vector.
-    Raises: ShapeError (axis, dst size), DtypeError (bitvec on floats), MemorySpaceError,
-    NkiError (op not a reduction operator, negate with a bitvec op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_reduce).
-    """
-    opn = "nisa.tensor_reduce"
-    t = target(opn)
+def _tr_rules(ins, dst, op, data, axis, negate, keepdims, name):
+    """tensor_reduce's rules (see its docstring): (ALU row, reduced axes, kept and reduced sizes)."""
+    opn, t = ins.op, ins.target
     row = alu.lookup_alu(op, opn, "op")
     if row.name not in _REDUCE_OPS:
         raise NkiError(opn, f"op {row.name} is not a reduction operator; expected one of "
@@ -105,35 +94,43 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     n = math.prod(data.shape[axes[0]:])
     if row.kind == "bitvec":
         if negate:
-            raise NkiError(opn, f"negate=True needs an arithmetic op, got bitvec op {row.name}")
+            raise ShapeError(opn, f"negate=True needs an arithmetic op, got bitvec op {row.name}")
         rules.int_dtype(opn, "data", data, f"bitvec op {row.name}")
         rules.int_dtype(opn, "dst", dst, f"bitvec op {row.name}")
-        a = read_raw(data)
-    else:
-        a = read_f32(data)
+    return Passed(_engine.vector, (row, want, n))
+
+
+def _tr_compute(ins, dst, op, data, axis, negate, keepdims, name):
+    row, want, n = ins.info
+    a = read_raw(data) if row.kind == "bitvec" else read_f32(data)
     a = a.reshape((data.shape[0], want, n))
     res = _fold(row, a, 2) if n else np.full(a.shape[:2], row.identity, a.dtype)
     if negate:
         res = np.negative(res, dtype=F32)
     write(dst, res)
-    trace.emit(opn, dst=dst, data=data, op=row.name, engine=_engine.vector)
-    return NkiInstruction(opn, name)
 
 
-def tensor_partition_reduce(dst, op, data, name=None):
-    """dst[0, f] = op-reduction of data[:, f] across the partition dim, for every free element f.
+@instruction(reads=("data",), writes=("dst",), rules=_tr_rules, compute=_tr_compute)
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """dst = op-reduction of data over the trailing free dims ``axis`` (times -1 if ``negate``).
 
-    ``op``: add, average (``nl.average``; the sum divided by the partition count), maximum
-    (``nl.max``), bitwise_or, bitwise_and (bitvec: integer data and dst, bit patterns).
-    Shapes: data (P, F...) with P <= pmax; dst (1, F...) with the same elements per partition.
-    Dtypes: arithmetic in fp32; Decision: int32/uint32 data with add/maximum is exact integer math
-    (GpSimd has native int32, as in ``tensor_tensor``), saturated into dst.dtype.
-    Buffers: SBUF only (GpSimd engine).
-    Raises: ShapeError, MemorySpaceError, DtypeError, NkiError (op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_partition_reduce).
+    ``axis``: an int or a list of ints, the last free dims of data ending at the final dim, e.g.
+    (3,), (2, 3) or (1, 2, 3) for a 4-D tile; axis 0 is illegal. Decision: negative axes count from
+    the end. ``op``: add, subtract, multiply, maximum, minimum, logical_and/or/xor (arithmetic,
+    fp32 math) or bitwise_and/or/xor (bitvec: integer data and dst, bit patterns). Decision: the
+    fold runs left to right from the first element (``subtract`` gives x0 - x1 - ...).
+    ``negate`` (arithmetic only) multiplies the fp32 result by -1. ``keepdims`` only shapes the
+    result; dst needs P partitions and as many elements per partition as the kept dims hold.
+    Buffers: SBUF or PSUM. Engine: Vector.
+    Raises: ShapeError (axis, dst size, negate with a bitvec op), DtypeError (bitvec on floats),
+    MemorySpaceError, NkiError (op not a reduction operator).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_reduce).
     """
-    opn = "nisa.tensor_partition_reduce"
-    t = target(opn)
+
+
+def _tpr_rules(ins, dst, op, data, name):
+    """tensor_partition_reduce's rules (see its docstring): the canonical op name."""
+    opn, t = ins.op, ins.target
     name_ = alu.op_name(op, opn, "op")
     name_ = "average" if name_ == "mean" else name_
     if name_ not in _PARTITION_OPS:
@@ -146,10 +143,16 @@ def tensor_partition_reduce(dst, op, data, name=None):
     if dst.free_size != data.free_size:
         raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, data has "
                               f"{data.free_size} (shapes {dst.shape} vs {data.shape})")
-    p = data.shape[0]
     if name_ in ("bitwise_or", "bitwise_and"):
         rules.int_dtype(opn, "data", data, f"bitvec op {name_}")
         rules.int_dtype(opn, "dst", dst, f"bitvec op {name_}")
+    return Passed(_engine.gpsimd, name_)
+
+
+def _tpr_compute(ins, dst, op, data, name):
+    name_ = ins.info
+    p = data.shape[0]
+    if name_ in ("bitwise_or", "bitwise_and"):
         res = alu.ALU[name_].fn.reduce(pf(read_raw(data)), axis=0)
     elif data.dtype in _EXACT_INT and name_ != "average":
         res = alu.ALU[name_].fn.reduce(pf(read_raw(data)).astype(np.int64), axis=0)
@@ -158,40 +161,27 @@ def tensor_partition_reduce(dst, op, data, name=None):
     else:
         res = alu.ALU[name_].fn.reduce(pf(read_f32(data)), axis=0)
     write(dst, res.reshape(1, -1))
-    trace.emit(opn, dst=dst, data=data, op=name_, engine=_engine.gpsimd)
-    return NkiInstruction(opn, name)
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
-                         reduce_cmd=_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False,
-                         name=None):
-    """dst = data op0 operand0; acc = reduce_op(acc, reduce_op over all free dims of the result).
+@instruction(reads=("data",), writes=("dst",), rules=_tpr_rules, compute=_tpr_compute)
+def tensor_partition_reduce(dst, op, data, name=None):
+    """dst[0, f] = op-reduction of data[:, f] across the partition dim, for every free element f.
 
-    ``reduce_cmd`` (VectorE accumulator): ``reset_reduce`` (default) starts from the identity of
-    ``reduce_op``, ``reduce`` keeps the accumulator, ``load_reduce`` starts from ``reduce_init``
-    (required then, and only then). ``reduce_res`` (P, 1) receives the accumulator, negated if
-    ``reduce_res_negate`` (the accumulator itself is not); ``None`` keeps it in the accumulator.
-    Decision: the docs say reset_reduce resets to 0; we reset to the identity of reduce_op
-    (0 add, 1 multiply, -inf max, +inf min), as ``tensor_scalar_cumulative`` documents, since 0
-    would make multiply and max/min of negative data meaningless. Decision: the reduction is over
-    the fp32 values before rounding into dst.dtype. Decision: the docs mark ``reverse0`` "not
-    supported yet", so ``reverse0=True`` raises UnsupportedError. Decision: ``reduce_res`` defaults
-    to None and ``reduce_res_negate`` is accepted (NKI 0.6 digest); the stored docstring has
-    ``reduce_res`` positional and no ``reduce_res_negate``.
-    Dtypes: a tensor ``reduce_init`` must be float32 ("Supported dtypes: float32"); so must a tensor
-    ``operand0`` (Decision: the docs say "Refer to nisa.tensor_scalar for semantics of
-    data/op0/operand0", and tensor_scalar's operands "must be float32").
-    ``op0``: one arithmetic operator (a unary op ignores operand0); ``reduce_op``: add, multiply,
-    maximum (``nl.max``), minimum (``nl.min``). Shapes: data, dst (P, F...), P <= pmax, same
-    elements per partition; operand0 and reduce_init a scalar or (P, 1) tensor.
-    Buffers: SBUF or PSUM. Engine: Vector.
-    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op0), UnsupportedError (reverse0,
-    reduce_cmd), NkiError (reduce_op, reduce_init).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar_reduce).
+    ``op``: add, average (``nl.average``; the sum divided by the partition count), maximum
+    (``nl.max``), bitwise_or, bitwise_and (bitvec: integer data and dst, bit patterns).
+    Shapes: data (P, F...) with P <= pmax; dst (1, F...) with the same elements per partition.
+    Dtypes: arithmetic in fp32; Decision: int32/uint32 data with add/maximum is exact integer math
+    (GpSimd has native int32, as in ``tensor_tensor``), saturated into dst.dtype.
+    Buffers: SBUF only (GpSimd engine).
+    Raises: ShapeError, MemorySpaceError, DtypeError, NkiError (op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_partition_reduce).
     """
-    opn = "nisa.tensor_scalar_reduce"
-    core = state.core(opn)
-    t = core.target
+
+
+def _tsr_rules(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, reduce_cmd,
+               reduce_init, reduce_res_negate, name):
+    """tensor_scalar_reduce's rules (see its docstring): (op0 row, reduce_op row, reduce_cmd)."""
+    opn, t = ins.op, ins.target
     row0 = alu.lookup_alu(op0, opn, "op0")
     if row0.kind == "bitvec":
         raise DtypeError(opn, f"op0 {row0.name} is a bitvec operator; only arithmetic operators are supported")
@@ -206,10 +196,10 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
         raise UnsupportedError(opn, f"reduce_cmd {cmd.name} is not supported; expected one of "
                                     f"{', '.join(c.name for c in _SCALAR_REDUCE_CMDS)}")
     if cmd is _cmd.load_reduce and reduce_init is None:
-        raise NkiError(opn, "reduce_init is required when reduce_cmd is load_reduce")
+        raise ShapeError(opn, "reduce_init is required when reduce_cmd is load_reduce")
     if cmd is not _cmd.load_reduce and reduce_init is not None:
-        raise NkiError(opn, f"reduce_init must be None unless reduce_cmd is load_reduce, got "
-                            f"reduce_cmd {cmd.name}")
+        raise ShapeError(opn, f"reduce_init must be None unless reduce_cmd is load_reduce, got "
+                              f"reduce_cmd {cmd.name}")
     _tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
@@ -220,10 +210,18 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     if reduce_res is not None:
         _tiles(opn, t, reduce_res=reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
+    return Passed(_engine.vector, (row0, rrow, cmd))
+
+
+def _tsr_compute(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, reduce_cmd,
+                 reduce_init, reduce_res_negate, name):
+    row0, rrow, cmd = ins.info
+    ins.note(reduce_cmd=cmd.name)
+    p = data.shape[0]
     x = read_f32(data)
     y = row0.fn(x) if row0.unary else row0.fn(x, column_f32(operand0, x.ndim))
     y = np.asarray(y, F32)
-    acc = accumulator(core, "vec", p)
+    acc = accumulator(ins.core, "vec", p)          # VectorE state: read and written here, never in rules
     if cmd is _cmd.reset_reduce:
         acc[:p] = rrow.identity
     elif cmd is _cmd.load_reduce:
@@ -235,8 +233,37 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     write(dst, y)
     if reduce_res is not None:
         write(reduce_res, (np.negative(reduced) if reduce_res_negate else reduced).reshape(p, 1))
-    trace.emit(opn, dst=dst, data=data, op0=row0.name, reduce_op=rrow.name, engine=_engine.vector)
-    return NkiInstruction(opn, name)
+
+
+@instruction(reads=("data", "operand0", "reduce_init"), writes=("dst", "reduce_res"), rules=_tsr_rules,
+             compute=_tsr_compute)
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False,
+                         name=None):
+    """dst = data op0 operand0; acc = reduce_op(acc, reduce_op over all free dims of the result).
+
+    ``reduce_cmd`` (VectorE accumulator): ``reset_reduce`` (default) starts from the identity of
+    ``reduce_op``, ``reduce`` keeps the accumulator, ``load_reduce`` starts from ``reduce_init``
+    (required then, and only then). ``reduce_res`` (P, 1) receives the accumulator, negated if
+    ``reduce_res_negate`` (the accumulator itself is not); ``None`` keeps it in the accumulator.
+    Decision: the docs say reset_reduce resets to 0; we reset to the identity of reduce_op
+    (0 add, 1 multiply, -inf max, +inf min), as ``tensor_scalar_cumulative`` documents, since 0
+    would make multiply and max/min of negative data meaningless. Decision: the reduction is over
+    the fp32 values before rounding into dst.dtype. Decision: the docs mark ``reverse0`` "not
+    supported yet", so ``reverse0=True`` raises UnsupportedError. ``reduce_res`` defaults to None
+    and ``reduce_res_negate`` is accepted (NKI 0.6 digest and the current documented signature; an
+    older stored docstring had ``reduce_res`` positional and no ``reduce_res_negate``).
+    Dtypes: a tensor ``reduce_init`` must be float32 ("Supported dtypes: float32"); so must a tensor
+    ``operand0`` (Decision: the docs say "Refer to nisa.tensor_scalar for semantics of
+    data/op0/operand0", and tensor_scalar's operands "must be float32").
+    ``op0``: one arithmetic operator (a unary op ignores operand0); ``reduce_op``: add, multiply,
+    maximum (``nl.max``), minimum (``nl.min``). Shapes: data, dst (P, F...), P <= pmax, same
+    elements per partition; operand0 and reduce_init a scalar or (P, 1) tensor.
+    Buffers: SBUF or PSUM. Engine: Vector.
+    Raises: ShapeError (shapes, reduce_init with the wrong reduce_cmd), MemorySpaceError, DtypeError
+    (bitvec op0), UnsupportedError (reverse0, reduce_cmd), NkiError (reduce_op).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar_reduce).
+    """
 
 
 __all__ = ["tensor_reduce", "tensor_partition_reduce", "tensor_scalar_reduce"]

@@ -3,20 +3,28 @@
 A ``VirtualRegister`` holds one 32-bit integer. Kernels use registers as loop bounds
 (``nl.dynamic_range``, ``nl.fori_loop``), as ``while reg:`` conditions and as ``scalar_offset`` of
 ``.ap()``. Decision: the simulator knows every register's value, so ``int(reg)`` and ``bool(reg)``
-work (the hardware tracer would reject them). Source: aws-neuron-sdk nki/api/nki/isa/__init__.py.
+work (the hardware tracer would reject them). Register values are runtime state: every register
+instruction is an ``@instruction`` spec with ``memo=False`` and reads or writes values only in its
+compute function. Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (VirtualRegister,
+register_alloc, register_move, register_load, register_store). Imports memory, checks, dispatch.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import state, trace
+from .. import state
 from ..checks import rules
-from ..errors import NkiError, ShapeError
+from ..errors import DtypeError, MemorySpaceError, ShapeError, UninitializedReadError
 from ..memory.access import read_raw, write
 from ..memory.tensor import NkiTensor
-from .enums import NkiInstruction
+from .dispatch import Passed, api_function, instruction
+from .enums import engine as _engine
 
 _I32 = np.iinfo(np.int32)
+# Decision: the docs say "Each engine sequencer (Tensor/Scalar/Vector/GpSimd/Sync Engine) within a
+# NeuronCore maintains its own set of physical registers" and that the compiler picks the sequencer;
+# they name no engine for register instructions, so their events name the Sync engine.
+_REGISTER_ENGINE = _engine.sync
 
 
 class VirtualRegister:
@@ -29,7 +37,7 @@ class VirtualRegister:
 
     def __int__(self):
         if self.value is None:
-            raise NkiError("nisa.VirtualRegister", "register read before it was written")
+            raise UninitializedReadError("nisa.VirtualRegister", "register read before it was written")
         return self.value
 
     __index__ = __int__
@@ -56,50 +64,96 @@ def _value(src, op):
     return src
 
 
-def register_alloc(x=None) -> VirtualRegister:
-    """A new register, uninitialised or holding the integer ``x``."""
-    state.core("nisa.register_alloc")
-    return VirtualRegister(x)
-
-
 def _target_register(op, dst):
     if not isinstance(dst, VirtualRegister):
-        raise NkiError(op, f"dst must be a VirtualRegister, got {type(dst).__name__}")
+        raise DtypeError(op, f"dst must be a VirtualRegister, got {type(dst).__name__}")
     if dst.frozen:
-        raise NkiError(op, "dst is a loop induction register, which is read-only")
+        raise MemorySpaceError(op, "dst is a loop induction register, which is read-only")
 
 
+def _move_rules(ins, dst, src, name):
+    """register_move's rules: dst is a writable register."""
+    _target_register(ins.op, dst)
+    return Passed(_REGISTER_ENGINE)
+
+
+def _move_compute(ins, dst, src, name):
+    dst.value = _wrap32(_value(src, ins.op))
+
+
+@instruction(rules=_move_rules, compute=_move_compute, memo=False)
 def register_move(dst, src, name=None):
-    """dst <- src (an integer constant or another register)."""
-    op = "nisa.register_move"
-    state.core(op)
-    _target_register(op, dst)
-    dst.value = _wrap32(_value(src, op))
-    trace.emit(op)
-    return NkiInstruction(op, name)
+    """dst <- src (an integer constant or another register), wrapped to 32 bits.
+
+    Engine: Sync (Decision: see ``_REGISTER_ENGINE``). Decision: ``name`` is accepted as on every
+    other instruction (the documented signature is ``register_move(dst, src)``).
+    Raises: DtypeError (dst not a register), MemorySpaceError (dst a loop induction register),
+    UninitializedReadError (src a register never written).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (register_move).
+    """
 
 
-def register_load(dst, src, name=None):
-    """dst <- the single element of ``src`` (a [1] or [1, 1] tensor in HBM or SBUF)."""
-    op = "nisa.register_load"
-    state.core(op)
+def _load_rules(ins, dst, src, name):
+    """register_load's rules: dst is a writable register, src a tensor."""
+    op = ins.op
     _target_register(op, dst)
     rules.tensor(op, "src", src)
-    dst.value = _wrap32(_value(src, op))
-    trace.emit(op)
-    return NkiInstruction(op, name)
+    return Passed(_REGISTER_ENGINE)
 
 
-def register_store(dst, src, name=None):
-    """The single element of ``dst`` (a 1-element tensor) <- register ``src``."""
-    op = "nisa.register_store"
-    state.core(op)
+def _load_compute(ins, dst, src, name):
+    dst.value = _wrap32(_value(src, ins.op))
+
+
+@instruction(reads=("src",), rules=_load_rules, compute=_load_compute, memo=False)
+def register_load(dst, src, name=None):
+    """dst <- the single element of ``src`` (a [1] or [1, 1] tensor in HBM or SBUF).
+
+    Engine: Sync (Decision: see ``_REGISTER_ENGINE``). Decision: ``name`` is accepted (the
+    documented signature is ``register_load(dst, src)``).
+    Raises: DtypeError, MemorySpaceError (dst), ShapeError (src not a one-element tensor).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (register_load).
+    """
+
+
+def _store_rules(ins, dst, src, name):
+    """register_store's rules: dst is a one-element tensor."""
+    op = ins.op
     rules.tensor(op, "dst", dst)
     if dst.size != 1:
         raise ShapeError(op, f"dst must hold one element, got shape {dst.shape}")
+    return Passed(_REGISTER_ENGINE)
+
+
+def _store_compute(ins, dst, src, name):
     write(dst, np.array([int(src)], np.int64).reshape(dst.shape))
-    trace.emit(op)
-    return NkiInstruction(op, name)
+
+
+@instruction(writes=("dst",), rules=_store_rules, compute=_store_compute, memo=False)
+def register_store(dst, src, name=None):
+    """The single element of ``dst`` (a 1-element tensor) <- register ``src``.
+
+    Engine: Sync (Decision: see ``_REGISTER_ENGINE``). Decision: ``name`` is accepted (the
+    documented signature is ``register_store(dst, src)``).
+    Raises: ShapeError (dst), UninitializedReadError (src never written).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (register_store).
+    """
+
+
+@api_function("nisa.register_alloc")
+def register_alloc(x=None) -> VirtualRegister:
+    """A new register, uninitialised or holding the integer ``x``.
+
+    Allocation itself is no instruction ("conceptually allocates a register within a virtual
+    register space"); Decision: an initial value ``x`` is one ``register_move`` instruction (its
+    event has op ``register_move``, api ``nisa.register_alloc``).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (register_alloc).
+    """
+    state.core("nisa.register_alloc")
+    reg = VirtualRegister()
+    if x is not None:
+        register_move(reg, x)
+    return reg
 
 
 __all__ = ["VirtualRegister", "register_alloc", "register_move", "register_load", "register_store"]

@@ -1,23 +1,60 @@
 """Scans: ``tensor_tensor_scan`` (a per-partition recurrence along the free dim, VectorE).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor_scan). Imports memory, checks,
-alu.
+alu, dispatch (the op is an ``@instruction`` spec: static rules, compute).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, NkiError
 from ..memory.access import read_f32, write
 from . import alu
-from .enums import NkiInstruction, engine as _engine
-from .operands import column_f32, pf, target
+from .dispatch import Passed, instruction
+from .enums import engine as _engine
+from .operands import column_f32, pf
 
 F32 = np.float32
 
 
+def _tts_rules(ins, dst, data0, data1, initial, op0, op1, reverse0, reverse1, name):
+    """tensor_tensor_scan's rules (see its docstring): the (op0, op1) ALU rows."""
+    opn, t = ins.op, ins.target
+    row0 = alu.lookup_alu(op0, opn, "op0")
+    row1 = alu.lookup_alu(op1, opn, "op1")
+    for what, row in (("op0", row0), ("op1", row1)):
+        if row.kind == "bitvec":
+            raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "
+                                  f"are supported")
+        if row.unary and row.name != "bypass":
+            raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
+    for nm, x in (("dst", dst), ("data0", data0), ("data1", data1)):
+        rules.tensor(opn, nm, x)
+        rules.on_chip(opn, nm, x)
+        rules.partitions(opn, nm, x, t)
+    rules.same_tile(opn, "data0", data0, "data1", data1)
+    rules.same_tile(opn, "data0", data0, "dst", dst)
+    rules.not_both_psum(opn, "data0", data0, "data1", data1)
+    rules.column(opn, "initial", initial, data0.shape[0], t)
+    rules.float32_operand(opn, "initial", initial)
+    return Passed(_engine.vector, (row0, row1))
+
+
+def _tts_compute(ins, dst, data0, data1, initial, op0, op1, reverse0, reverse1, name):
+    row0, row1 = ins.info
+    p = data0.shape[0]
+    d0 = pf(read_f32(data0))
+    d1 = pf(read_f32(data1))
+    init = np.broadcast_to(column_f32(initial, 2), (p, 1)).astype(F32)
+    core = ins.core
+    fast = core.fast and _accumulates(row0, row1)
+    if fast:
+        core.launch.count("scan_accumulate")
+    write(dst, _scan(row0, row1, d0, d1, init, reverse0, reverse1, fast))
+
+
+@instruction(reads=("data0", "data1", "initial"), writes=("dst",), rules=_tts_rules, compute=_tts_compute)
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
                        name=None):
     """r[0] = op1(op0(data0[0], initial), data1[0]); r[i] = op1(op0(data0[i], r[i-1]), data1[i]).
@@ -35,44 +72,24 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     Speed: (add, add) and (bypass, add) run as one NumPy ``add.accumulate`` over the interleaved
     operands (initial, d0[0], d1[0], d0[1], ...): the same fp32 additions in the same sequence, and
     IEEE addition is commutative, so results equal the step-by-step loop bit for bit (only the
-    payload of a NaN produced from two NaN inputs may differ). Every other pair loops over the free
-    dim with one vector op per step across partitions.
+    payload of a NaN produced from two NaN inputs may differ). Every other pair, and every pair with
+    fast paths off (``NKISIM_FAST_PATHS=0``), loops over the free dim with one vector op per step
+    across partitions; the one-call form is counted as fast path ``scan_accumulate``.
     Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unary op).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor_scan).
     """
-    opn = "nisa.tensor_tensor_scan"
-    t = target(opn)
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1")
-    for what, row in (("op0", row0), ("op1", row1)):
-        if row.kind == "bitvec":
-            raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "
-                                  f"are supported")
-        if row.unary and row.name != "bypass":
-            raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
-    for nm, x in (("dst", dst), ("data0", data0), ("data1", data1)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
-    rules.same_tile(opn, "data0", data0, "data1", data1)
-    rules.same_tile(opn, "data0", data0, "dst", dst)
-    rules.not_both_psum(opn, "data0", data0, "data1", data1)
-    p = data0.shape[0]
-    rules.column(opn, "initial", initial, p, t)
-    rules.float32_operand(opn, "initial", initial)
-    d0 = pf(read_f32(data0))
-    d1 = pf(read_f32(data1))
-    init = np.broadcast_to(column_f32(initial, 2), (p, 1)).astype(F32)
-    write(dst, _scan(row0, row1, d0, d1, init, reverse0, reverse1))
-    trace.emit(opn, dst=dst, data0=data0, data1=data1, op0=row0.name, op1=row1.name,
-               engine=_engine.vector)
-    return NkiInstruction(opn, name)
 
 
-def _scan(row0, row1, d0, d1, init, reverse0, reverse1):
-    """The (P, F) fp32 scan result; ``init`` is (P, 1)."""
+def _accumulates(row0, row1) -> bool:
+    """(add, add) and (bypass, add) have a one-call NumPy form (see tensor_tensor_scan)."""
+    return row1.name == "add" and row0.name in ("add", "bypass")
+
+
+def _scan(row0, row1, d0, d1, init, reverse0, reverse1, fast=True):
+    """The (P, F) fp32 scan result; ``init`` is (P, 1). ``fast``: use the one-call NumPy form of
+    (add, add) and (bypass, add) (a fast path: off with fast paths off)."""
     p, f = d0.shape
-    if row1.name == "add":
+    if fast and _accumulates(row0, row1):
         if row0.name == "add":
             s = np.empty((p, 2 * f + 1), F32)
             s[:, :1] = init

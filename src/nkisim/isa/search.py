@@ -2,49 +2,73 @@
 (the building blocks of top-k).
 
 Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (max8, nc_find_index8, nc_match_replace8);
-duplicate-value order of nc_match_replace8 from the v2.32 API page. Imports memory, checks.
+duplicate-value order of nc_match_replace8 from the v2.32 API page. Imports memory, checks,
+dispatch (each op is an ``@instruction`` spec: static rules, compute).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import trace
 from ..checks import rules
 from ..errors import DtypeError, ShapeError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from .copy import stored_scalar
-from .enums import NkiInstruction
-from .operands import pf, target
+from .dispatch import Passed, instruction
+from .enums import engine as _engine
+from .operands import pf
 
 F32 = np.float32
 _K = 8                                   # values per partition of every *8 op
 _INDEX_DTYPES = ("uint16", "uint32")
 
 
+def _max8_rules(ins, dst, src, name):
+    """max8's rules (see its docstring)."""
+    op, t = ins.op, ins.target
+    _operand(op, "src", src, t, max_dims=3, min_free=t.search_fmin)
+    _dst8(op, "dst", dst, src.shape[0])
+    return Passed(_engine.vector)
+
+
+def _max8_compute(ins, dst, src, name):
+    x = pf(read_f32(src))
+    order = np.argsort(-x, axis=1, kind="stable")[:, :_K]
+    write(dst, np.take_along_axis(x, order, axis=1))
+
+
+@instruction(reads=("src",), writes=("dst",), rules=_max8_rules, compute=_max8_compute)
 def max8(dst, src, name=None):
     """dst[p, :] = the 8 largest values of src[p, ...] (fp32 compare), in descending order.
 
     Shapes: src (P, F...) with at most 3 dims and search_fmin..search_fmax (8..16384) elements
     per partition; dst (P, 8). Dtypes: any; values rounded once into dst.dtype.
     Decision: NaN ranks below every number (-inf included); equal values keep their order.
-    Buffers: SBUF or PSUM.
+    Buffers: SBUF or PSUM. Engine: Vector (Decision: the docs name no engine for max8 or
+    nc_find_index8; nc_match_replace8, their sibling, runs "using the Vector engine").
     Raises: ShapeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (max8).
     """
-    op = "nisa.max8"
-    t = target(op)
-    _operand(op, "src", src, t, max_dims=3, min_free=t.search_fmin)
-    p = src.shape[0]
+
+
+def _fi8_rules(ins, dst, data, vals, name):
+    """nc_find_index8's rules (see its docstring)."""
+    op, t = ins.op, ins.target
+    _operand(op, "data", data, t, max_dims=3, min_free=t.search_fmin)
+    p = data.shape[0]
+    _vals(op, vals, p)
     _dst8(op, "dst", dst, p)
-    x = pf(read_f32(src))
-    order = np.argsort(-x, axis=1, kind="stable")[:, :_K]
-    write(dst, np.take_along_axis(x, order, axis=1))
-    trace.emit(op, dst=dst, src=src)
-    return NkiInstruction(op, name)
+    rules.dtype_in(op, "dst", dst, _INDEX_DTYPES, t)
+    return Passed(_engine.vector)
 
 
+def _fi8_compute(ins, dst, data, vals, name):
+    pos = _match(pf(read_f32(data)), pf(read_f32(vals)), reverse=False)
+    write(dst, np.where(pos < 0, np.iinfo(dst.dtype).max, pos))
+
+
+@instruction(reads=("data", "vals"), writes=("dst",), rules=_fi8_rules, compute=_fi8_compute)
 def nc_find_index8(dst, data, vals, name=None):
     """dst[p, i] = index (flattened free, from 0) of the first occurrence of vals[p, i] in data[p].
 
@@ -53,43 +77,15 @@ def nc_find_index8(dst, data, vals, name=None):
     value with no (remaining) occurrence gets all ones (0xFFFF / 0xFFFFFFFF).
     Shapes: data (P, F...) with at most 3 dims and 8..16384 (search_fmin..search_fmax) elements per
     partition; vals (P, ...) at most 3 dims with 8 elements per partition; dst (P, 8).
-    Dtypes: dst uint32 or uint16. Buffers: SBUF or PSUM.
+    Dtypes: dst uint32 or uint16. Buffers: SBUF or PSUM. Engine: Vector (Decision: as for max8).
     Raises: ShapeError, DtypeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_find_index8).
     """
-    op = "nisa.nc_find_index8"
-    t = target(op)
-    _operand(op, "data", data, t, max_dims=3, min_free=t.search_fmin)
-    p = data.shape[0]
-    _vals(op, vals, p)
-    _dst8(op, "dst", dst, p)
-    rules.dtype_in(op, "dst", dst, _INDEX_DTYPES, t)
-    pos = _match(pf(read_f32(data)), pf(read_f32(vals)), reverse=False)
-    write(dst, np.where(pos < 0, np.iinfo(dst.dtype).max, pos))
-    trace.emit(op, dst=dst, data=data, vals=vals)
-    return NkiInstruction(op, name)
 
 
-def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
-    """dst = data with the first occurrence of each vals[p, i] replaced by ``imm``; dst_idx[p, i]
-    (optional) = the index (flattened free) of that occurrence.
-
-    vals are processed in reverse order (i = 7..0) and each data position matches at most once,
-    so among duplicate vals the earliest matching position goes to the highest slot (data
-    [1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8], vals [3, 8, 8, 8, 8, 8, 8, 8] -> dst_idx
-    [2, 10, 9, 8, 7, 6, 5, 4]); the opposite of nc_find_index8. Values compare in fp32.
-    Decision: a value with no (remaining) occurrence leaves data as is and gets the all-ones
-    pattern of dst_idx's dtype (0xFFFFFFFF, or -1 for a signed dtype).
-    Shapes: data (P, F...) at most 5 dims and at most 16384 elements per partition; dst like data
-    (same partitions and elements per partition); vals (P, ...) at most 3 dims with 8 elements
-    per partition; dst_idx (P, ...) with 8 elements per partition.
-    Dtypes: ``imm`` an fp32 scalar rounded once into dst.dtype; unreplaced elements keep their
-    bits when dst.dtype == data.dtype, else go via fp32; dst_idx an integer dtype. Buffers: SBUF or PSUM.
-    Raises: ShapeError, DtypeError, MemorySpaceError.
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_match_replace8), v2.32 API page.
-    """
-    op = "nisa.nc_match_replace8"
-    t = target(op)
+def _mr8_rules(ins, dst, data, vals, imm, dst_idx, name):
+    """nc_match_replace8's rules (see its docstring)."""
+    op, t = ins.op, ins.target
     _operand(op, "data", data, t, max_dims=5, min_free=0)
     p = data.shape[0]
     _vals(op, vals, p)
@@ -106,6 +102,10 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
                                  f"elements per partition")
         if not _dt.is_int(dst_idx.dtype):
             raise DtypeError(op, f"dst_idx dtype {_dt.name(dst_idx.dtype)} is not an integer dtype")
+    return Passed(_engine.vector)
+
+
+def _mr8_compute(ins, dst, data, vals, imm, dst_idx, name):
     x = pf(read_f32(data))
     pos = _match(x, pf(read_f32(vals)), reverse=True)
     if data.dtype == dst.dtype:               # unreplaced elements keep their bits
@@ -118,8 +118,28 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     if dst_idx is not None:
         ones = np.iinfo(dst_idx.dtype).max if dst_idx.dtype.kind == "u" else -1
         write(dst_idx, np.where(pos < 0, ones, pos))
-    trace.emit(op, dst=dst, data=data, vals=vals)
-    return NkiInstruction(op, name)
+
+
+@instruction(reads=("data", "vals"), writes=("dst", "dst_idx"), rules=_mr8_rules, compute=_mr8_compute)
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    """dst = data with the first occurrence of each vals[p, i] replaced by ``imm``; dst_idx[p, i]
+    (optional) = the index (flattened free) of that occurrence.
+
+    vals are processed in reverse order (i = 7..0) and each data position matches at most once,
+    so among duplicate vals the earliest matching position goes to the highest slot (data
+    [1, 2, 3, 4, 8, 8, 8, 8, 8, 8, 8], vals [3, 8, 8, 8, 8, 8, 8, 8] -> dst_idx
+    [2, 10, 9, 8, 7, 6, 5, 4]); the opposite of nc_find_index8. Values compare in fp32.
+    Decision: a value with no (remaining) occurrence leaves data as is and gets the all-ones
+    pattern of dst_idx's dtype (0xFFFFFFFF, or -1 for a signed dtype).
+    Shapes: data (P, F...) at most 5 dims and at most 16384 elements per partition; dst like data
+    (same partitions and elements per partition); vals (P, ...) at most 3 dims with 8 elements
+    per partition; dst_idx (P, ...) with 8 elements per partition.
+    Dtypes: ``imm`` an fp32 scalar rounded once into dst.dtype; unreplaced elements keep their
+    bits when dst.dtype == data.dtype, else go via fp32; dst_idx an integer dtype. Buffers: SBUF or PSUM.
+    Engine: Vector ("using the Vector engine").
+    Raises: ShapeError, DtypeError, MemorySpaceError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_match_replace8), v2.32 API page.
+    """
 
 
 def _operand(op, name, x, t, max_dims, min_free):

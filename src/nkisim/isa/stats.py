@@ -1,18 +1,19 @@
 """Statistics: ``bn_stats`` (per-partition count/mean/M2 of even and odd elements) and ``bn_aggr``
 (combine (count, mean, M2) triples into mean and population variance), both on VectorE.
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (bn_stats, bn_aggr). Imports memory, checks.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (bn_stats, bn_aggr). Imports memory, checks,
+dispatch (each op is an ``@instruction`` spec: static rules, compute).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import trace
 from ..checks import rules
 from ..errors import ShapeError
 from ..memory.access import read_f32, write
-from .enums import NkiInstruction, engine as _engine
-from .operands import pf, target
+from .dispatch import Passed, instruction
+from .enums import engine as _engine
+from .operands import pf
 
 F32 = np.float32
 
@@ -40,6 +41,22 @@ def _group(v):
     return np.full(v.shape[0], n, F32), mean, np.add.reduce(d * d, axis=1, dtype=F32)
 
 
+def _bn_stats_rules(ins, dst, data, name):
+    """bn_stats's rules (see its docstring)."""
+    opn, t = ins.op, ins.target
+    _tiles(opn, t, dst=dst, data=data)
+    rules.at_most(opn, "data elements per partition", data.free_size, t.bn_stats_fmax, t)
+    if dst.free_size != 6:
+        raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, must have 6")
+    return Passed(_engine.vector)
+
+
+def _bn_stats_compute(ins, dst, data, name):
+    x = pf(read_f32(data))
+    write(dst, np.stack(_group(x[:, 0::2]) + _group(x[:, 1::2]), axis=1))
+
+
+@instruction(reads=("data",), writes=("dst",), rules=_bn_stats_rules, compute=_bn_stats_compute)
 def bn_stats(dst, data, name=None):
     """dst[p] = [n_even, mean_even, var_even * n_even, n_odd, mean_odd, var_odd * n_odd].
 
@@ -54,19 +71,33 @@ def bn_stats(dst, data, name=None):
     Raises: ShapeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (bn_stats).
     """
-    opn = "nisa.bn_stats"
-    t = target(opn)
+
+
+def _bn_aggr_rules(ins, dst, data, name):
+    """bn_aggr's rules (see its docstring)."""
+    opn, t = ins.op, ins.target
     _tiles(opn, t, dst=dst, data=data)
-    rules.at_most(opn, "data elements per partition", data.free_size, t.bn_stats_fmax, t)
-    if dst.free_size != 6:
-        raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, must have 6")
-    x = pf(read_f32(data))
-    out = np.stack(_group(x[:, 0::2]) + _group(x[:, 1::2]), axis=1)
-    write(dst, out)
-    trace.emit(opn, dst=dst, data=data, engine=_engine.vector)
-    return NkiInstruction(opn, name)
+    if data.free_size % 3 or data.free_size == 0:
+        raise ShapeError(opn, f"data has {data.free_size} elements per partition, must be a positive "
+                              f"multiple of 3 (count, mean, variance*count)")
+    if dst.free_size != 2:
+        raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, must have 2")
+    return Passed(_engine.vector)
 
 
+def _bn_aggr_compute(ins, dst, data, name):
+    x = pf(read_f32(data)).reshape(data.shape[0], -1, 3)
+    n, m, m2 = x[:, :, 0], x[:, :, 1], x[:, :, 2]
+    total = np.add.reduce(n, axis=1, dtype=F32)
+    safe = np.where(total == 0, F32(1), total)
+    mean = np.add.reduce(n * m, axis=1, dtype=F32) / safe
+    dev = m - mean[:, None]
+    var = (np.add.reduce(m2, axis=1, dtype=F32) + np.add.reduce(n * dev * dev, axis=1, dtype=F32)) / safe
+    empty = total == 0
+    write(dst, np.stack((np.where(empty, F32(0), mean), np.where(empty, F32(0), var)), axis=1))
+
+
+@instruction(reads=("data",), writes=("dst",), rules=_bn_aggr_rules, compute=_bn_aggr_compute)
 def bn_aggr(dst, data, name=None):
     """dst[p] = [mean, var] of the k (count, mean, M2) triples in data[p] (population variance).
 
@@ -77,26 +108,6 @@ def bn_aggr(dst, data, name=None):
     Raises: ShapeError, MemorySpaceError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (bn_aggr).
     """
-    opn = "nisa.bn_aggr"
-    t = target(opn)
-    _tiles(opn, t, dst=dst, data=data)
-    if data.free_size % 3 or data.free_size == 0:
-        raise ShapeError(opn, f"data has {data.free_size} elements per partition, must be a positive "
-                              f"multiple of 3 (count, mean, variance*count)")
-    if dst.free_size != 2:
-        raise ShapeError(opn, f"dst has {dst.free_size} elements per partition, must have 2")
-    x = pf(read_f32(data)).reshape(data.shape[0], -1, 3)
-    n, m, m2 = x[:, :, 0], x[:, :, 1], x[:, :, 2]
-    total = np.add.reduce(n, axis=1, dtype=F32)
-    safe = np.where(total == 0, F32(1), total)
-    mean = np.add.reduce(n * m, axis=1, dtype=F32) / safe
-    dev = m - mean[:, None]
-    var = (np.add.reduce(m2, axis=1, dtype=F32) + np.add.reduce(n * dev * dev, axis=1, dtype=F32)) / safe
-    empty = total == 0
-    out = np.stack((np.where(empty, F32(0), mean), np.where(empty, F32(0), var)), axis=1)
-    write(dst, out)
-    trace.emit(opn, dst=dst, data=data, engine=_engine.vector)
-    return NkiInstruction(opn, name)
 
 
 __all__ = ["bn_stats", "bn_aggr"]
