@@ -676,7 +676,7 @@ def test_inplace_add_onto_unwritten_psum_is_an_uninitialised_read_in_strict_mode
         out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out, acc)
         return out
-    with pytest.raises(UninitializedReadError, match=r"^nl\.inplace: x reads 16 never-written "
+    with pytest.raises(UninitializedReadError, match=r"^nl\.add \(in place\): x reads 16 never-written "
                                                      r"element\(s\) of psum tensor 'acc'"):
         nki.simulate(kernel, uninitialized_reads="raise")(rand((4, 4)))
     assert np.isnan(nki.simulate(kernel)(rand((4, 4)))).all()      # default: the NaN sentinel

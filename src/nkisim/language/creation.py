@@ -1,66 +1,156 @@
 """Tensor creation: ``ndarray``, ``zeros``, ``ones``, ``full``, ``*_like``, ``shared_constant``,
 ``shared_identity_matrix``.
 
+Allocation is not an instruction: its errors (shape, dtype) raise at once, also under
+``findings="all"``. Filling a tensor is one instruction (``isa.dispatch`` spec, api the nl
+function called). Decision (docs silent on how fills lower): an on-chip fill is a Vector engine
+``memset``; an HBM fill a ``dma_copy`` (only DMA writes HBM). An unknown keyword raises the
+dispatcher's TypeError naming the function, the keyword and the closest parameter.
 Source: aws-neuron-sdk nki/api/nki/language/__init__.py (creation functions).
 """
 from __future__ import annotations
+
+import inspect
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
 from ..errors import DtypeError, ShapeError
+from ..isa.dispatch import Passed, _unknown_keywords, instruction
+from ..isa.enums import engine as _engine
 from ..memory import access
 from ..memory.buffers import sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 
 
-def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **ignored) -> NkiTensor:
+class _Keywords(NamedTuple):
+    """What ``dispatch._unknown_keywords`` needs of an nl function: its name and parameters."""
+    api: str
+    names: tuple
+
+
+def unknown_keyword(api: str, fn, kw: dict):
+    """Raise the dispatcher's TypeError for the first of ``kw`` (keywords ``fn``'s ``**kw``
+    caught: ``fn`` takes no others), naming ``api`` and suggesting the closest parameter."""
+    names = tuple(n for n, p in inspect.signature(fn).parameters.items() if p.kind is not p.VAR_KEYWORD)
+    _unknown_keywords(_Keywords(api, names), kw)
+
+
+def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **kw) -> NkiTensor:
     """An uninitialised tensor (NaN for floats, 4 for integers) of ``shape`` and ``dtype``.
 
-    On SBUF/PSUM dim 0 is the partition dim (<= 128). ``address`` (manual placement) is accepted
-    and ignored: every allocation gets its own memory.
-    Raises: ShapeError, DtypeError, CapacityError.
+    On SBUF/PSUM dim 0 is the partition dim (<= 128). ``address`` ("optional memory address
+    (partition_offset, free_offset)") is accepted and has no effect in simulation: every
+    allocation gets its own memory. Issues no instruction.
+    Raises: ShapeError, DtypeError, CapacityError, TypeError (unknown keyword).
     """
+    if kw:
+        unknown_keyword("nl.ndarray", ndarray, kw)
     return access.allocate(shape, dtype, buffer, name, op="nl.ndarray")
 
 
-def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **ignored) -> NkiTensor:
-    """A tensor filled with ``fill_value`` (rounded once into ``dtype``)."""
+def _fill_compute(ins, dst, value):
+    scalar = np.asarray(value, np.int64 if _dt.is_int(dst.dtype) else np.float32)
+    if not access.fill_deferred(dst, scalar):
+        access.write(dst, np.broadcast_to(scalar, dst.shape))     # a stride-0 view: no temporary tile
+
+
+_ON_CHIP, _HBM = Passed(_engine.vector), Passed(_engine.dma)
+
+
+def _on_chip_rules(ins, dst, value):
+    return _ON_CHIP
+
+
+def _hbm_rules(ins, dst, value):
+    return _HBM
+
+
+def _fill_instructions(api: str):
+    """(on-chip, HBM) fill instructions of nl function ``api``: dst[...] = value, rounded once."""
+    def stub(dst, value):
+        pass
+    stub.__name__ = stub.__qualname__ = f"_{api[3:]}_fill"
+    stub.__doc__ = (f"dst[...] = value, rounded once into dst.dtype (the instruction {api} issues; "
+                    f"memset on the Vector engine on chip, dma_copy into HBM).")
+    return (instruction(api=api, op="memset", writes=("dst",), rules=_on_chip_rules,
+                        compute=_fill_compute, memo=False)(stub),
+            instruction(api=api, op="dma_copy", writes=("dst",), rules=_hbm_rules,
+                        compute=_fill_compute, memo=False)(stub))
+
+
+_FILL = {api: _fill_instructions(api) for api in ("nl.full", "nl.zeros", "nl.ones", "nl.full_like",
+                                                  "nl.zeros_like", "nl.ones_like")}
+
+
+def _full(api, shape, fill_value, dtype, buffer, name) -> NkiTensor:
     t = access.allocate(shape, dtype, buffer, name, op="nl.full", fill=False)
-    scalar = np.asarray(fill_value, np.int64 if _dt.is_int(t.dtype) else np.float32)
-    if not access.fill_deferred(t, scalar):
-        access.write(t, np.broadcast_to(scalar, t.shape))     # a stride-0 view: no temporary tile
+    on_chip, hbm = _FILL[api]
+    (on_chip if t.on_chip else hbm)(t, fill_value)
     return t
 
 
-def zeros(shape, dtype, buffer=sbuf, name: str = "", **ignored) -> NkiTensor:
-    return full(shape, 0, dtype, buffer, name)
+def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:
+    """A tensor filled with ``fill_value`` (rounded once into ``dtype``): one fill instruction
+    (see the module docstring). Raises: ShapeError, DtypeError, CapacityError, TypeError."""
+    if kw:
+        unknown_keyword("nl.full", full, kw)
+    return _full("nl.full", shape, fill_value, dtype, buffer, name)
 
 
-def ones(shape, dtype, buffer=sbuf, name: str = "", **ignored) -> NkiTensor:
-    return full(shape, 1, dtype, buffer, name)
+def zeros(shape, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:
+    """A tensor of zeros (one fill instruction, as ``full``)."""
+    if kw:
+        unknown_keyword("nl.zeros", zeros, kw)
+    return _full("nl.zeros", shape, 0, dtype, buffer, name)
 
 
-def empty_like(x, dtype=None, buffer=None, name: str = "", **ignored) -> NkiTensor:
+def ones(shape, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:
+    """A tensor of ones (one fill instruction, as ``full``)."""
+    if kw:
+        unknown_keyword("nl.ones", ones, kw)
+    return _full("nl.ones", shape, 1, dtype, buffer, name)
+
+
+def empty_like(x, dtype=None, buffer=None, name: str = "", **kw) -> NkiTensor:
     """An uninitialised tensor with ``x``'s shape; dtype and buffer default to ``x``'s."""
+    if kw:
+        unknown_keyword("nl.empty_like", empty_like, kw)
     return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def zeros_like(x, dtype=None, buffer=None, name: str = "", **ignored) -> NkiTensor:
-    return zeros(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+def zeros_like(x, dtype=None, buffer=None, name: str = "", **kw) -> NkiTensor:
+    """Zeros with ``x``'s shape; dtype and buffer default to ``x``'s."""
+    if kw:
+        unknown_keyword("nl.zeros_like", zeros_like, kw)
+    return _full("nl.zeros_like", x.shape, 0, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def ones_like(x, dtype=None, buffer=None, name: str = "", **ignored) -> NkiTensor:
-    return ones(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+def ones_like(x, dtype=None, buffer=None, name: str = "", **kw) -> NkiTensor:
+    """Ones with ``x``'s shape; dtype and buffer default to ``x``'s."""
+    if kw:
+        unknown_keyword("nl.ones_like", ones_like, kw)
+    return _full("nl.ones_like", x.shape, 1, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def full_like(x, fill_value, dtype=None, buffer=None, name: str = "", **ignored) -> NkiTensor:
-    return full(x.shape, fill_value, dtype or x.dtype, buffer or x.buffer, name)
+def full_like(x, fill_value, dtype=None, buffer=None, name: str = "", **kw) -> NkiTensor:
+    """``fill_value`` with ``x``'s shape; dtype and buffer default to ``x``'s."""
+    if kw:
+        unknown_keyword("nl.full_like", full_like, kw)
+    return _full("nl.full_like", x.shape, fill_value, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def shared_constant(constant, dtype=None, **ignored) -> NkiTensor:
-    """A ``shared_hbm`` tensor holding a NumPy array (or the ``.npy`` file at a path)."""
+def shared_constant(constant, dtype=None, **kw) -> NkiTensor:
+    """A ``shared_hbm`` tensor holding a NumPy array (or the ``.npy`` file at a path).
+
+    Issues no instruction: "The constant is embedded in the compiled binary and loaded to HBM at
+    model load time". ``dtype`` (0.2.0 and the current docs; default: the array's) converts the
+    values once. Raises: DtypeError (not an NKI dtype), TypeError (unknown keyword).
+    """
+    if kw:
+        unknown_keyword("nl.shared_constant", shared_constant, kw)
     arr = np.load(constant) if isinstance(constant, str) else np.asarray(constant)
     dt = _dt.as_dtype(dtype or arr.dtype)
     if dt is None:
@@ -71,9 +161,29 @@ def shared_constant(constant, dtype=None, **ignored) -> NkiTensor:
     return t
 
 
-def shared_identity_matrix(n, dtype=_dt.uint8, dst=None, **ignored) -> NkiTensor:
+def _identity_compute(ins, dst, n):
+    access.write(dst, np.eye(n, dtype=np.float32))
+
+
+def _identity_rules(ins, dst, n):
+    return _HBM
+
+
+@instruction(api="nl.shared_identity_matrix", op="dma_copy", writes=("dst",), rules=_identity_rules,
+             compute=_identity_compute, memo=False)
+def _identity(dst, n):
+    """dst = the n x n identity, rounded once into dst.dtype (the instruction
+    nl.shared_identity_matrix issues: a DMA of the binary's shared constant)."""
+
+
+def shared_identity_matrix(n, dtype=_dt.uint8, dst=None, **kw) -> NkiTensor:
     """An ``n`` x ``n`` identity. Decision: returned in SBUF, as real kernels use it (the moving
-    operand of TensorE transposes), though the docs also liken it to shared_constant (HBM)."""
+    operand of TensorE transposes), though the docs also liken it to shared_constant (HBM); it
+    is one dma_copy from that constant into the tile (or into ``dst`` when given).
+    Raises: ShapeError (n > pmax), DtypeError, TypeError (unknown keyword).
+    """
+    if kw:
+        unknown_keyword("nl.shared_identity_matrix", shared_identity_matrix, kw)
     n = int(n)
     tgt = state.core("nl.shared_identity_matrix").target
     if n > tgt.pmax:
@@ -81,7 +191,7 @@ def shared_identity_matrix(n, dtype=_dt.uint8, dst=None, **ignored) -> NkiTensor
                                                       f"{tgt.name}")
     t = dst if dst is not None else access.allocate((n, n), dtype, sbuf, "identity",
                                                    op="nl.shared_identity_matrix", fill=False)
-    access.write(t, np.eye(n, dtype=np.float32))
+    _identity(t, n)
     return t
 
 

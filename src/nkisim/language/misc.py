@@ -7,6 +7,7 @@ import types
 import numpy as np
 
 from .. import state
+from .creation import unknown_keyword
 
 
 def ds(start, size):
@@ -19,9 +20,15 @@ class NKIObject:
     """Base class for kernel-side classes and dataclasses (configs passed to kernels)."""
 
 
-def device_print(print_prefix, tensor, **ignored):
-    """Print a tensor's values with a prefix (on hardware this dumps to NEURON_RT_DEBUG_OUTPUT_DIR)."""
+def device_print(print_prefix, tensor, **kw):
+    """Print a tensor's values with a prefix (on hardware this dumps to NEURON_RT_DEBUG_OUTPUT_DIR;
+    "In CPU simulation, this prints immediately to stdout"). Issues no instruction. Under LNC2
+    each line starts with ``[core <id>]``. Raises: TypeError (unknown keyword).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (device_print).
+    """
     from ..memory.tensor import NkiTensor
+    if kw:
+        unknown_keyword("nl.device_print", device_print, kw)
     c = state.maybe_core()
     core = f"[core {c.core_id}] " if c is not None and c.launch.lnc > 1 else ""
     values = tensor.np() if isinstance(tensor, NkiTensor) else tensor

@@ -3,9 +3,22 @@ matmul/transpose, free-axis reductions, softmax, rms_norm, where, broadcast_to, 
 
 Each lowers to ``nisa`` ops (so the hardware rules apply) on fp32 intermediates and rounds once into
 the result dtype; functions no ``nisa`` op computes exactly (ceil, floor, trunc, where,
-broadcast_to, gather_flattened) are computed directly with the same checks. Operator tokens
-(``nl.add``, ``nl.max``, ...) reach their tile function through ``call(name, ...)``; NkiTensor's
-Python operators through ``operator``/``inplace``. Imports memory, checks, isa, state; never torch.
+broadcast_to, gather_flattened, the fp32 nl.copy, ``x op= y``) are instructions declared here
+(``isa.dispatch.instruction`` specs named after the nl function, with the ISA instruction the
+hardware would run as ``op``), computed directly with the same checks. Operator tokens (``nl.add``,
+``nl.max``, ...) reach their tile function through ``call(name, ...)``; NkiTensor's Python
+operators through ``operator``/``inplace``.
+
+Every tile function that issues instructions runs through ``isa.dispatch.api_function``: an
+unknown keyword raises a TypeError naming the function; the events of its instructions say
+``api="nl.<name>"``; under ``findings="all"`` a rule it checks itself is recorded and the kernel
+goes on with a placeholder result (a rule broken inside one of its instructions skips only that
+instruction, as for a bare nisa call). Decision (docs silent; findings are nkisim's): the placeholder is a fresh tile of the
+shape, dtype and buffer the call would have produced when those can be computed from the
+arguments, else of the first tile operand's shape and dtype in SBUF, filled with the
+uninitialised sentinel (NaN / 4); None when no such tile can be allocated (e.g. more than pmax
+partitions) and for ``store``. ``x op= y`` keeps ``x`` (unchanged) instead.
+Imports memory, checks, isa, state; never torch.
 Source: aws-neuron-sdk nki/api/nki/language/__init__.py (the tile-level functions).
 """
 from __future__ import annotations
@@ -16,9 +29,9 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .. import state, trace
+from .. import state
 from ..checks import rules
-from ..errors import BoundsError, ShapeError, UnsupportedError
+from ..errors import BoundsError, NkiError, ShapeError, UnsupportedError
 from ..isa import alu as _alu
 from ..isa.activation import activation as _activation
 from ..isa.copy import tensor_copy as _tensor_copy
@@ -27,8 +40,10 @@ from ..isa.elementwise import tensor_scalar as _tensor_scalar, tensor_tensor as 
 from ..isa.matmul import nc_matmul as _nc_matmul
 from ..isa.reduce import tensor_reduce as _tensor_reduce
 from ..isa.transpose import nc_transpose as _nc_transpose
+from ..isa.dispatch import Passed, api_function, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
+from ..memory.access import copy_deferred, matmul_flags, read_f32, read_raw, write
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
@@ -111,6 +126,54 @@ def _broadcast_shape(op, xs, ys):
     return (xs[0],) + tuple(builtins.max(a, b) for a, b in zip(xs[1:], ys[1:]))
 
 
+def _engine_rules(engine):
+    """The rules of an instruction whose nl function checked its operands already: only its
+    engine (such specs take ``memo=False``: there is nothing to memoise)."""
+    passed = Passed(engine)
+
+    def rules_(ins, *args):
+        return passed
+    return rules_
+
+
+def _result_of(api, result):
+    """The ``fallback`` of nl function ``api`` (see the module docstring): ``result(*args,
+    **kwargs) -> (shape, dtype, buffer)`` says what the call would have produced."""
+    def fallback(*args, **kwargs):
+        tries = []
+        try:
+            tries.append(result(*args, **kwargs))
+        except Exception:       # noqa: BLE001 - the arguments broke a rule: they may be anything
+            pass
+        first = next((a for a in (*args, *kwargs.values()) if _is_tile(a)), None)
+        if first is not None:
+            tries.append((first.shape, first.dtype, sbuf))
+        for shape, dtype, buffer in tries:
+            try:
+                return access.allocate(tuple(shape), dtype, buffer, "", op=api)
+            except (NkiError, TypeError, ValueError):
+                continue
+        return None
+    return fallback
+
+
+def _nl(api, result=None):
+    """Decorate the nl function ``api`` (``isa.dispatch.api_function``) with the placeholder
+    ``result`` describes (see ``_result_of``; None: the function returns nothing)."""
+    return api_function(api, _result_of(api, result) if result is not None else None)
+
+
+def _unary_result(x, dtype=None):
+    return x.shape, _out_dtype(dtype, x.dtype), sbuf
+
+
+def _binary_result(x, y, dtype=None):
+    if _is_tile(x) and _is_tile(y):
+        return _broadcast_shape("", x.shape, y.shape), _out_dtype(dtype, promote(x.dtype, y.dtype)), sbuf
+    tile = x if _is_tile(x) else y
+    return tile.shape, _out_dtype(dtype, tile.dtype), sbuf
+
+
 def _expand(t, shape):
     """A stride-0 view of ``t`` broadcast along its size-1 free dims to ``shape``."""
     for d, (n, m) in enumerate(zip(t.shape, shape)):
@@ -173,32 +236,58 @@ def _unary_act(name, x, dtype=None, buffer=sbuf):
     return dst
 
 
-def _unary_direct(name, fn, x, dtype=None):
-    """No nisa op computes ``fn`` exactly: compute it on the fp32 values, round once into dtype."""
+def _unary_direct(name, x, dtype=None):
+    """No nisa op computes ceil/floor/trunc exactly: one instruction computes it on the fp32
+    values and rounds once into dtype."""
     op = f"nl.{name}"
     _tile(op, "x", x)
     dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
-    access.write(dst, fn(access.read_f32(x)))
-    trace.emit(op, dst=dst, data=x)
+    _ROUNDING[name](dst, x)
     return dst
 
 
+def _rounding_instruction(name, fn):
+    """The instruction of ``nl.<name>`` (ceil, floor, trunc): dst = fn(x) on the fp32 values,
+    rounded once into dst.dtype. Decision (docs silent on the engine): a Vector engine
+    ``tensor_scalar`` (an ALU pass over the tile), as the other unary ALU functions."""
+    def compute(ins, dst, x):
+        write(dst, fn(read_f32(x)))
+
+    def stub(dst, x):
+        pass
+    stub.__name__ = stub.__qualname__ = f"_{name}_instruction"
+    stub.__doc__ = (f"dst = {name}(x) on the fp32 values of x, rounded once into dst.dtype (the "
+                    f"instruction nl.{name} issues; Vector engine).")
+    return instruction(api=f"nl.{name}", op="tensor_scalar", reads=("x",), writes=("dst",),
+                       rules=_engine_rules(_engine.vector), compute=compute, memo=False)(stub)
+
+
+def _copy_f32_compute(ins, dst, data):
+    if not copy_deferred(dst, data):
+        write(dst, read_f32(data))      # what activation(op=copy) writes for fp32 -> fp32
+
+
+@instruction(api="nl.copy", op="activation", reads=("data",), writes=("dst",),
+             rules=_engine_rules(_engine.scalar), compute=_copy_f32_compute, memo=False)
+def _copy_f32(dst, data):
+    """dst = data, both float32: the Scalar engine's fp32 pass (activation op=copy, scale 1, no
+    bias) keeps every bit, so it is a plain copy, which may be deferred
+    (memory.access.copy_deferred); the event is the same either way."""
+
+
+@_nl("nl.copy", lambda x, dtype=None: (x.shape, _out_dtype(dtype, x.dtype), x.buffer))
 def copy(x, dtype=None):
     """A new tile holding ``x`` on the same buffer as ``x`` (SBUF or PSUM): activation(op=copy).
 
-    Dtypes: through fp32 on the Scalar engine, so int32 values beyond 2**24 round (as documented).
+    Dtypes: through fp32 on the Scalar engine, so int32 values beyond 2**24 round (as documented);
+    fp32 -> fp32 keeps every bit (one activation instruction, computed as a plain copy).
     Raises: ShapeError, MemorySpaceError (x in HBM).
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (copy).
     """
     _tile("nl.copy", "x", x)
     if x.dtype == _f32 and _out_dtype(dtype, x.dtype) == _f32:
-        # fp32 -> fp32 through the Scalar engine's fp32 pass (scale 1, no bias) keeps every bit,
-        # so it is a plain copy, which may be deferred (memory.access.copy_deferred)
         dst = _new(x.shape, _f32, "nl.copy", x.buffer)
-        if access.copy_deferred(dst, x):
-            trace.emit("nl.copy", dst=dst, data=x)
-            return dst
-        _activation(dst=dst, op="copy", data=x)
+        _copy_f32(dst, x)
         return dst
     return _unary_act("copy", x, dtype, x.buffer)
 
@@ -213,6 +302,7 @@ _UNARY_ACT = ("exp", "log", "sqrt", "sin", "cos", "tan", "arctan", "sign", "tanh
               "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx")
 _TRN3_ONLY = frozenset(("abs_max", "abs_min"))
 _UNARY_DIRECT = {"ceil": np.ceil, "floor": np.floor, "trunc": np.trunc}
+_ROUNDING = {name: _rounding_instruction(name, fn) for name, fn in _UNARY_DIRECT.items()}
 
 
 def _make_binary(name):
@@ -221,7 +311,7 @@ def _make_binary(name):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"``{name}(x, y)`` element-wise on tiles or scalars (at least one a tile); a new SBUF "
                   f"tile of ``dtype`` (default: the tiles' promoted dtype).")
-    return fn
+    return _nl(f"nl.{name}", _binary_result)(fn)
 
 
 def _make_unary(name, impl):
@@ -229,16 +319,18 @@ def _make_unary(name, impl):
         return impl(name, x, dtype)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"``{name}(x)`` element-wise; a new SBUF tile of ``dtype`` (default: x's dtype)."
-    return fn
+    return _nl(f"nl.{name}", _unary_result)(fn)
 
 
-def _rsqrt(x, dtype=None):
+@_nl("nl.rsqrt", _unary_result)
+def rsqrt(x, dtype=None):
     """1 / sqrt(x): GpSimd since NKI 0.5.0, so ``x`` must not be in PSUM."""
     return _unary_alu("rsqrt", x, dtype, _engine.gpsimd)
 
 
 # ---- data movement -----------------------------------------------------------------------------
 
+@_nl("nl.load", lambda src, dtype=None: (src.shape, _out_dtype(dtype, src.dtype), sbuf))
 def load(src, dtype=None):
     """A new SBUF tile holding ``src`` (HBM), via nisa.dma_copy; cast via fp32 when ``dtype`` differs.
 
@@ -254,6 +346,7 @@ def load(src, dtype=None):
     return dst
 
 
+@_nl("nl.store")
 def store(dst, value):
     """dst (HBM) = value, via nisa.dma_copy; returns None.
 
@@ -274,6 +367,8 @@ def store(dst, value):
     _dma_copy(dst=dst, src=value)
 
 
+@_nl("nl.load_transpose2d",
+     lambda src, dtype=None: (src.shape[::-1], _out_dtype(dtype, src.dtype), sbuf))
 def load_transpose2d(src, dtype=None):
     """A new SBUF tile ``src.T`` from a 2-D HBM tensor (A, B) -> (B, A), B <= pmax: one nisa.dma_copy
     reading src through a transposed (strided) access pattern.
@@ -291,6 +386,7 @@ def load_transpose2d(src, dtype=None):
 
 # ---- tensor engine -----------------------------------------------------------------------------
 
+@_nl("nl.transpose", lambda x, dtype=None: (x.shape[::-1], _out_dtype(dtype, x.dtype), psum))
 def transpose(x, dtype=None):
     """A new PSUM tile ``x.T`` of a 2-D tile (P, F) -> (F, P), via nisa.nc_transpose (bit exact, in
     x's dtype); a different ``dtype`` adds a nisa.tensor_copy into a PSUM tile of that dtype.
@@ -310,6 +406,8 @@ def transpose(x, dtype=None):
     return out
 
 
+@_nl("nl.matmul", lambda x, y, transpose_x=False: (
+    (x.free_size if transpose_x else x.shape[0], y.free_size), _f32, psum))
 def matmul(x, y, transpose_x=False):
     """A new fp32 PSUM tile ``x @ y`` (``x.T @ y`` with ``transpose_x=True``) on the Tensor Engine.
 
@@ -361,6 +459,11 @@ def _reduce_to(op, alu_op, x, axes, dtype, keepdims):
     return dst
 
 
+def _reduce_result(x, axis, dtype=None, keepdims=False):
+    axes = _axes("", x, axis)
+    return x.shape[:axes[0]] + ((1,) * len(axes) if keepdims else ()), _out_dtype(dtype, x.dtype), sbuf
+
+
 def _make_reduce(name, alu_op):
     def fn(x, axis, dtype=None, keepdims=False):
         op = f"nl.{name}"
@@ -369,12 +472,17 @@ def _make_reduce(name, alu_op):
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"``{name}`` of x over the trailing free ``axis`` via nisa.tensor_reduce({alu_op}); a new "
                   f"SBUF tile of ``dtype`` (default x's); ``keepdims`` keeps size-1 dims.")
-    return fn
+    return _nl(f"nl.{name}", _reduce_result)(fn)
 
 
+@_nl("nl.mean", _reduce_result)
 def mean(x, axis, dtype=None, keepdims=False):
     """sum(x, axis) / n in fp32 (nisa.tensor_reduce add, then nisa.tensor_scalar divide), rounded
     once into ``dtype`` (default x's). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (mean)."""
+    return _mean(x, axis, dtype, keepdims)
+
+
+def _mean(x, axis, dtype=None, keepdims=False):
     op = "nl.mean"
     _tile(op, "x", x)
     axes = _axes(op, x, axis)
@@ -384,6 +492,7 @@ def mean(x, axis, dtype=None, keepdims=False):
     return dst
 
 
+@_nl("nl.var", lambda x, axis, dtype=None, keepdims=False: _reduce_result(x, axis, dtype, True))
 def var(x, axis, dtype=None, keepdims=False):
     """Population variance mean((x - mean(x))**2) over the trailing free ``axis``, fp32 inside.
     ``keepdims`` is ignored: the result always keeps size-1 dims (as documented).
@@ -391,12 +500,13 @@ def var(x, axis, dtype=None, keepdims=False):
     op = "nl.var"
     _tile(op, "x", x)
     axes = _axes(op, x, axis)
-    m = mean(x, axes, _f32, keepdims=True)
+    m = _mean(x, axes, _f32, keepdims=True)
     d = _binary("subtract", x, m, _f32)
     sq = _binary("multiply", d, d, _f32)
-    return mean(sq, axes, _out_dtype(dtype, x.dtype), keepdims=True)
+    return _mean(sq, axes, _out_dtype(dtype, x.dtype), keepdims=True)
 
 
+@_nl("nl.all", lambda x, axis, dtype=None: _reduce_result(x, axis, dtype))
 def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
     """1 where every element over the trailing free ``axis`` is nonzero, else 0: (x != 0) via
     nisa.tensor_scalar, then a minimum nisa.tensor_reduce. Result dtype: ``dtype`` or x's."""
@@ -408,6 +518,7 @@ def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
     return _reduce_to(op, "minimum", nz, axes, _out_dtype(dtype, x.dtype), False)
 
 
+@_nl("nl.softmax", lambda x, axis=-1, dtype=None: _unary_result(x, dtype))
 def softmax(x, axis=-1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) over the trailing free ``axis``; fp32 intermediates (max and
     sum via nisa.tensor_reduce, exp via nisa.activation), rounded once into ``dtype`` (default x's).
@@ -421,6 +532,8 @@ def softmax(x, axis=-1, dtype=None):
     return _binary("divide", e, s, _out_dtype(dtype, x.dtype))
 
 
+@_nl("nl.rms_norm", lambda x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None:
+     _unary_result(x, dtype))
 def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
     """x / sqrt(sum(x**2, axis) / n + epsilon) * w.
 
@@ -445,8 +558,43 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
 
 # ---- selection and shape -----------------------------------------------------------------------
 
+def _select_rules(ins, dst, condition, x, y):
+    """Whether the selected values copy exactly: same-dtype tiles (and int scalars) do, anything
+    else goes through fp32."""
+    raw = builtins.all(v.dtype == dst.dtype if _is_tile(v) else not isinstance(v, float) for v in (x, y))
+    return Passed(_engine.vector, raw)
+
+
+def _select_compute(ins, dst, condition, x, y):
+    raw = ins.info
+
+    def values(v):
+        if _is_tile(v):
+            return read_raw(v) if raw else read_f32(v)
+        return np.asarray(v) if raw else np.asarray(v, F32)
+    write(dst, np.where(read_f32(condition) != 0, values(x), values(y)))
+
+
+@instruction(api="nl.where", op="select", reads=("condition", "x", "y"), writes=("dst",),
+             rules=_select_rules, compute=_select_compute, memo=False)
+def _select(dst, condition, x, y):
+    """dst = x where condition != 0, else y (the instruction nl.where issues; x, y tiles or
+    scalars broadcast to dst). Decision (no nisa op takes two tensor values): the Vector engine's
+    select, the instruction behind nisa.select_reduce."""
+
+
+def _where_result(condition, x, y, dtype=None):
+    shape = condition.shape
+    for v in (x, y):
+        if _is_tile(v):
+            shape = _broadcast_shape("", shape, v.shape)
+    dt = x.dtype if _is_tile(x) else y.dtype if _is_tile(y) else condition.dtype
+    return shape, _out_dtype(dtype, dt), sbuf
+
+
+@_nl("nl.where", _where_result)
 def where(condition, x, y, dtype=None):
-    """x where condition != 0, else y (condition holds 1.0/0.0), computed directly (no single nisa op).
+    """x where condition != 0, else y (condition holds 1.0/0.0): one Vector engine select.
 
     Shapes: condition a tile; x, y tiles or scalars; all broadcast (same rank, equal partitions,
     free dims equal or 1). Dtype: ``dtype``, else x's, else y's, else condition's; same-dtype values
@@ -465,21 +613,44 @@ def where(condition, x, y, dtype=None):
             _check_scalar(op, name, v)
     out_dt = _out_dtype(dtype, x.dtype if _is_tile(x) else y.dtype if _is_tile(y) else condition.dtype)
     dst = _new(shape, out_dt, op)
-    raw = builtins.all(v.dtype == out_dt if _is_tile(v) else not isinstance(v, float) for v in (x, y))
-
-    def values(v):          # same-dtype tiles (and int scalars) copy exactly; otherwise via fp32
-        if _is_tile(v):
-            return access.read_raw(v) if raw else access.read_f32(v)
-        return np.asarray(v) if raw else np.asarray(v, F32)
-    access.write(dst, np.where(access.read_f32(condition) != 0, values(x), values(y)))
-    trace.emit(op, dst=dst, data=condition)
+    _select(dst, condition, x, y)
     return dst
 
 
+def _broadcast_compute(ins, dst, x):
+    src = read_raw(x) if dst.dtype == x.dtype else read_f32(x)
+    write(dst, np.broadcast_to(src, dst.shape))
+
+
+_BROADCAST_DOC = ("dst = x repeated along its size-1 dims (the instruction nl.broadcast_to issues); "
+                  "same dtype copies bits, else via fp32.")
+
+
+@instruction(api="nl.broadcast_to", op="tensor_copy", reads=("x",), writes=("dst",),
+             rules=_engine_rules(_engine.vector), compute=_broadcast_compute, memo=False)
+def _broadcast_copy(dst, x):
+    pass
+
+
+@instruction(api="nl.broadcast_to", op="dma_copy", reads=("x",), writes=("dst",),
+             rules=_engine_rules(_engine.dma), compute=_broadcast_compute, memo=False)
+def _broadcast_dma(dst, x):
+    pass
+
+
+_broadcast_copy.__doc__ = _BROADCAST_DOC + " Along free dims: a Vector engine tensor_copy."
+_broadcast_dma.__doc__ = (_BROADCAST_DOC + " Along the partition dim: a DMA (no compute engine moves data "
+                          "across partitions).")
+
+
+@_nl("nl.broadcast_to", lambda x, shape, dtype=None: (tuple(int(s) for s in shape),
+                                                      _out_dtype(dtype, x.dtype), sbuf))
 def broadcast_to(x, shape, dtype=None):
     """A new SBUF tile of ``shape`` repeating ``x`` along its size-1 dims (numpy broadcasting, same
-    rank). Decision: the partition dim may also broadcast from 1 (the copy is computed directly, as a
-    DMA or matmul would do on hardware). Same shape and dtype returns ``x`` itself (as documented).
+    rank). Decision: the partition dim may also broadcast from 1. Instruction: a Vector engine
+    tensor_copy reading x through stride-0 dims; Decision: a partition broadcast is one dma_copy
+    instead (on hardware a DMA or a matmul does it; no engine lane reads another partition).
+    Same shape and dtype returns ``x`` itself (as documented), issuing nothing.
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (broadcast_to).
     """
     op = "nl.broadcast_to"
@@ -493,23 +664,42 @@ def broadcast_to(x, shape, dtype=None):
         raise ShapeError(op, f"cannot broadcast x shape {x.shape} to {shape} (same rank, dims equal or 1)")
     rules.at_most(op, "partition dim", shape[0], t.pmax, t)
     dst = _new(shape, out_dt, op)
-    src = access.read_raw(x) if out_dt == x.dtype else access.read_f32(x)
-    access.write(dst, np.broadcast_to(src, shape))
-    trace.emit(op, dst=dst, data=x)
+    (_broadcast_copy if shape[0] == x.shape[0] else _broadcast_dma)(dst, x)
     return dst
 
 
 def expand_dims(x, axis):
-    """A view of ``x`` with a size-1 dim inserted at ``axis`` (no copy; on-chip: not at dim 0)."""
+    """A view of ``x`` with a size-1 dim inserted at ``axis`` (no copy, no instruction; on-chip:
+    not at dim 0)."""
     return x.expand_dim(axis)
 
 
+def _gather_compute(ins, dst, data, indices):
+    idx = read_raw(indices).reshape(indices.shape[0], -1).astype(np.int64)
+    f = data.free_size
+    bad = (idx < 0) | (idx >= f)
+    if bad.any():
+        raise BoundsError(ins.op, f"index {int(idx[bad][0])} is outside 0:{f} (data elements per partition)")
+    src = read_raw(data) if dst.dtype == data.dtype else read_f32(data)
+    write(dst, np.take_along_axis(src.reshape(data.shape[0], f), idx, axis=1))
+
+
+@instruction(api="nl.gather_flattened", op="dma_copy", reads=("data", "indices"), writes=("dst",),
+             rules=_engine_rules(_engine.dma), compute=_gather_compute, memo=False)
+def _gather(dst, data, indices):
+    """dst[p, j...] = data[p].flat[indices[p, j...]] (the instruction nl.gather_flattened issues):
+    an indirect DMA (Decision: dma_copy on the DMA engines, as the indexed loads and stores); an
+    index outside 0..data.free_size-1 raises BoundsError (read at run time)."""
+
+
+@_nl("nl.gather_flattened", lambda data, indices, axis=0, dtype=None: (
+    indices.shape, _out_dtype(dtype, data.dtype), sbuf))
 def gather_flattened(data, indices, axis=0, dtype=None):
     """out[p, j...] = data[p].flat[indices[p, j...]]: per-partition gather on the flattened free dims.
 
     Shapes: data and indices on chip with equal partitions; indices an integer tile; the result has
     indices' shape. Decision: only ``axis=0`` (the documented default) is accepted; an index outside
-    0..data.free_size-1 raises BoundsError.
+    0..data.free_size-1 raises BoundsError. Instruction: one dma_copy (see ``_gather``).
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (gather_flattened).
     """
     op = "nl.gather_flattened"
@@ -522,16 +712,8 @@ def gather_flattened(data, indices, axis=0, dtype=None):
     if indices.shape[0] != data.shape[0]:
         raise ShapeError(op, f"indices partition dim {indices.shape[0]} does not match data partition "
                              f"dim {data.shape[0]}")
-    idx = access.read_raw(indices).reshape(indices.shape[0], -1).astype(np.int64)
-    f = data.free_size
-    bad = (idx < 0) | (idx >= f)
-    if bad.any():
-        raise BoundsError(op, f"index {int(idx[bad][0])} is outside 0:{f} (data elements per partition)")
-    out_dt = _out_dtype(dtype, data.dtype)
-    src = access.read_raw(data) if out_dt == data.dtype else access.read_f32(data)
-    dst = _new(indices.shape, out_dt, op)
-    access.write(dst, np.take_along_axis(src.reshape(data.shape[0], f), idx, axis=1))
-    trace.emit(op, dst=dst, data=data, indices=indices)
+    dst = _new(indices.shape, _out_dtype(dtype, data.dtype), op)
+    _gather(dst, data, indices)
     return dst
 
 
@@ -540,9 +722,8 @@ def gather_flattened(data, indices, axis=0, dtype=None):
 _FUNCS: dict = {name: _make_binary(name) for name in _BINARY}
 _FUNCS.update({name: _make_unary(name, _unary_alu) for name in _UNARY_ALU})
 _FUNCS.update({name: _make_unary(name, _unary_act) for name in _UNARY_ACT})
-_FUNCS.update({name: _make_unary(name, lambda n, x, dtype=None, f=f: _unary_direct(n, f, x, dtype))
-               for name, f in _UNARY_DIRECT.items()})
-_FUNCS.update({"rsqrt": _rsqrt, "copy": copy, "mean": mean, "var": var, "all": all,
+_FUNCS.update({name: _make_unary(name, _unary_direct) for name in _UNARY_DIRECT})
+_FUNCS.update({"rsqrt": rsqrt, "copy": copy, "mean": mean, "var": var, "all": all,
                "sum": _make_reduce("sum", "add"), "max": _make_reduce("max", "maximum"),
                "min": _make_reduce("min", "minimum"), "prod": _make_reduce("prod", "multiply")})
 
@@ -558,7 +739,8 @@ def call(name, *args, **kwargs):
 
 def operator(name, *operands):
     """A Python operator on NkiTensor (``a + b``, ``-a``, ``a == 2``); NotImplemented outside a kernel
-    or for operands that are neither tiles nor scalars (so ``t == None`` is plain identity)."""
+    or for operands that are neither tiles nor scalars (so ``t == None`` is plain identity). The
+    tile function runs as ``nl.<name>`` (its events and findings say so)."""
     if state.maybe_core() is None:
         return NotImplemented
     for v in operands:
@@ -567,50 +749,74 @@ def operator(name, *operands):
     return _FUNCS[name](*operands)
 
 
+def _inplace_instruction(name, tile):
+    """The instruction of ``x op= y`` for ALU operator ``name`` (``tile``: y is a tile, else a
+    scalar): a Vector engine tensor_tensor (tensor_scalar for a scalar y) writing into x."""
+    op = f"nl.{name} (in place)"
+
+    def rules_(ins, x, y):
+        t = ins.target
+        _tile(op, "x", x, t)
+        if _is_tile(y):
+            _tile(op, "y", y, t)
+            if _broadcast_shape(op, x.shape, y.shape) != x.shape:
+                raise ShapeError(op, f"y shape {y.shape} does not broadcast to x shape {x.shape}")
+        return Passed(_engine.vector, _alu.lookup_alu(name, op))
+
+    def compute(ins, x, y):
+        other = read_f32(y) if _is_tile(y) else F32(y)
+        reduction = name == "add" and x.buffer is psum
+        # ``psum += nl.matmul(...)`` is how the hardware accumulates a matmul into PSUM: it marks
+        # x's elements as last written by a matmul, so a later nc_matmul(accumulate=None) adds to them
+        mm = (reduction and _is_tile(y) and y.buffer is psum and y.storage is y.alloc.storage
+              and matmul_flags(y) is True)
+        if reduction:
+            # ``psum_tile += ...`` is the documented PSUM reduction: like nc_matmul accumulation it
+            # is exempt from race detection across affine_range iterations (never-written PSUM is
+            # still an uninitialised read in strict mode)
+            if x.alloc.init is not None:
+                uninit.check_read(x)
+            xv = read_f32(x, hooks=False)
+        else:
+            xv = read_f32(x)                # (also the read hooks: races, uninitialised)
+        if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
+            write(x, other, add=True, reduction=reduction, matmul=mm)   # fl32(x + y) in place
+        else:
+            write(x, ins.info(xv, other), reduction=reduction, matmul=mm)
+
+    def stub(x, y):
+        pass
+    stub.__name__ = stub.__qualname__ = f"_i{name}_{'tile' if tile else 'scalar'}"
+    stub.__doc__ = f"x = x {name} y in place (the instruction ``x {name}= y`` issues)."
+    return instruction(api=op, op="tensor_tensor" if tile else "tensor_scalar", reads=("y",),
+                       writes=("x",), rules=rules_, compute=compute)(stub)
+
+
+_INPLACE = {(name, tile): _inplace_instruction(name, tile)
+            for name in ("add", "subtract", "multiply", "divide") for tile in (True, False)}
+
+
 def inplace(name, x, y):
     """``x op= y``: the result is written back into ``x`` itself (SBUF or PSUM), rounded once.
 
-    Decision: computed directly (fp32) rather than through tensor_tensor, so ``psum_tile +=
-    nl.matmul(...)`` (the documented accumulation idiom, both operands in PSUM) works. ``y``
-    broadcasts to x's shape (same rank, free dims from 1) or is a scalar. Decision: ``+=`` into a
-    PSUM tile is an associative reduction, which affine_range allows ("reductions into PSUM"), so
-    race detection treats it like nc_matmul accumulation; when ``y`` is a matmul result in PSUM
-    (``psum += nl.matmul(...)``, which the hardware runs as an accumulating matmul) x's elements
-    count as last written by a matmul (nc_matmul's accumulate=None then adds to them).
+    Decision: computed directly (fp32) rather than through nisa.tensor_tensor, so ``psum_tile +=
+    nl.matmul(...)`` (the documented accumulation idiom, both operands in PSUM) works; it is one
+    Vector engine instruction (op tensor_tensor, or tensor_scalar for a scalar y; api
+    ``nl.<name> (in place)``, the name its errors carry). ``y`` broadcasts to x's shape (same
+    rank, free dims from 1) or is a scalar. Decision: ``+=`` into a PSUM tile is an associative
+    reduction, which affine_range allows ("reductions into PSUM"), so race detection treats it
+    like nc_matmul accumulation; when ``y`` is a matmul result in PSUM (``psum +=
+    nl.matmul(...)``, which the hardware runs as an accumulating matmul) x's elements count as
+    last written by a matmul (nc_matmul's accumulate=None then adds to them). Under
+    ``findings="all"`` a broken rule skips the instruction and ``x`` is returned unchanged.
     """
-    op = f"nl.{name} (in place)"
     if state.maybe_core() is None:
         return NotImplemented
-    t = _target(op)
-    _tile(op, "x", x, t)
-    if _is_tile(y):
-        _tile(op, "y", y, t)
-        if _broadcast_shape(op, x.shape, y.shape) != x.shape:
-            raise ShapeError(op, f"y shape {y.shape} does not broadcast to x shape {x.shape}")
-        other = access.read_f32(y)
-    elif isinstance(y, (bool, int, float, np.number)):
-        other = F32(y)
-    else:
+    tile = _is_tile(y)
+    if not tile and not isinstance(y, (bool, int, float, np.number)):
+        _tile(f"nl.{name} (in place)", "x", x)
         return NotImplemented
-    reduction = name == "add" and x.buffer is psum
-    # ``psum += nl.matmul(...)`` is how the hardware accumulates a matmul into PSUM: it marks x's
-    # elements as last written by a matmul, so a later nc_matmul(accumulate=None) adds to them
-    mm = (reduction and _is_tile(y) and y.buffer is psum and y.storage is y.alloc.storage
-          and access.matmul_flags(y) is True)
-    if reduction:
-        # ``psum_tile += ...`` is the documented PSUM reduction: like nc_matmul accumulation it
-        # is exempt from race detection across affine_range iterations (never-written PSUM is
-        # still an uninitialised read in strict mode)
-        if x.alloc.init is not None:
-            uninit.check_read(x)
-        xv = access.read_f32(x, hooks=False)
-    else:
-        xv = access.read_f32(x)             # (also the read hooks: races, uninitialised)
-    if name == "add" and x.dtype == _f32 and x.storage.dtype == _f32:
-        access.write(x, other, add=True, reduction=reduction, matmul=mm)   # fl32(x + y) in place
-    else:
-        access.write(x, _alu.lookup_alu(name, op)(xv, other), reduction=reduction, matmul=mm)
-    trace.emit(op, dst=x, data=x)
+    _INPLACE[name, tile](x, y)
     return x
 
 
