@@ -20,6 +20,8 @@ class Target:
     psum_partition_bytes: int = 16384  # 8 banks x 2 KiB
     psum_bank_bytes: int = 2048
     psum_num_banks: int = 8
+    psum_min_align: int = 4           # tile_size.psum_min_align: PSUM allocations align to 4 bytes
+    sbuf_min_align: int = 1           # tile_size.sbuf_min_align (bytes)
     gemm_stationary_fmax: int = 128   # stationary free size limit (elements)
     gemm_moving_fmax: int = 512       # tile_size.gemm_moving_fmax (documented tile size)
     matmul_moving_fmax_fp32: int = 512   # nc_matmul moving free size limit, fp32 PSUM dst
@@ -66,10 +68,15 @@ TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
 
 TARGETS = {t.name: t for t in (TRN1, TRN2, TRN3)}
 
+# The most on-chip memory (SBUF + PSUM, all partitions, every core of a logical core) one launch
+# can hold, over all targets: the host memory the storage pool keeps for reuse (memory.capacity).
+LAUNCH_ON_CHIP_BYTES_MAX = max(t.lnc_max * t.pmax * (t.sbuf_partition_bytes + t.psum_partition_bytes)
+                               for t in TARGETS.values())
+
 
 def get(name: str) -> Target:
     """The ``Target`` for trn1/trn2/trn3 (already normalised by ``config.normalize_target``)."""
     return TARGETS[name]
 
 
-__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "get"]
+__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]

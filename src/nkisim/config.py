@@ -1,11 +1,24 @@
-"""Settings: every behaviour knob, one frozen instance per kernel call, read from the environment
-only by ``Settings.from_env()`` when a kernel is called (never at import or decoration)."""
+"""Settings: every behaviour knob of the simulator and of its torch layer, declared once.
+
+Each field of ``Settings`` is one row of the settings table (``KNOBS``): its environment
+variable(s), its ``nki.simulate`` option name, its default, a one-line doc and the parser of its
+environment value. ``Settings.from_env()`` is the only reader of ``os.environ``, called when a
+kernel is called (never at import or decoration); the core (``runtime``) and the torch layer
+(``can_run_kernel``, the HOP) both read it. README's settings table is ``settings_table_markdown()``
+(tests/test_settings_table.py checks it). Imports nothing from nkisim.
+
+How an environment value is read (the same for every knob; Decisions):
+- surrounding whitespace is stripped, and an empty value counts as unset (the default applies);
+- a value outside the accepted ones raises ValueError naming the variable and the accepted values
+  (never silently read as the default);
+- a knob given as an ``nki.simulate`` option is not read from the environment at all.
+"""
 from __future__ import annotations
 
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Callable, Literal
 
 _TARGET_ALIASES = {
     "trn1": "trn1", "inf2": "trn1", "gen2": "trn1",
@@ -14,51 +27,143 @@ _TARGET_ALIASES = {
 }
 
 
-def normalize_target(name: str) -> str:
+def normalize_target(name: str, source: str = "NEURON_PLATFORM_TARGET_OVERRIDE") -> str:
     """Map ``trn1|inf2|gen2``, ``trn2|gen3``, ``trn3|gen4`` (any case) to trn1/trn2/trn3.
 
-    Raises ValueError naming the accepted values.
+    Raises ValueError naming ``source`` (the variable or field) and the accepted values.
     """
     key = str(name).strip().lower()
     if key not in _TARGET_ALIASES:
         raise ValueError(
-            f"NEURON_PLATFORM_TARGET_OVERRIDE: unknown target {name!r}; "
+            f"{source}: unknown target {str(name).strip()!r}; "
             f"expected one of {', '.join(sorted(_TARGET_ALIASES))}")
     return _TARGET_ALIASES[key]
 
 
-def _flag(value: str | None, default: bool, name: str = "setting") -> bool:
-    if value is None or value.strip() == "":
-        return default
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
+# ---- parsers: (variable name, stripped non-empty value) -> field value ---------------------------
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(var: str, value: str) -> bool:
+    """1/true/yes/on or 0/false/no/off, any case."""
+    v = value.lower()
+    if v in _TRUE:
         return True
-    if v in ("0", "false", "no", "off"):
+    if v in _FALSE:
         return False
-    raise ValueError(f"{name}: expected 1/0 (or true/false), got {value!r}")
+    raise ValueError(f"{var}: expected 1/0 (or true/false), got {value!r}")
+
+
+def _flag_choice(on: str, off: str) -> Callable[[str, str], str]:
+    """A flag that selects one of two ``Literal`` values."""
+    def parse(var: str, value: str) -> str:
+        return on if _flag(var, value) else off
+    parse.__doc__ = f"a flag: 1 selects {on!r}, 0 {off!r}"
+    return parse
+
+
+def _one_or_zero(var: str, value: str) -> bool:
+    """Exactly 1 (on) or 0 (off). Decision: vllm-neuron turns the simulator on only for the
+    literal "1" (``os.environ.get("NKI_SIMULATOR") == "1"``); a value it would silently take as
+    off ("true", "yes", "2") raises here instead of being read either way."""
+    if value == "1":
+        return True
+    if value == "0":
+        return False
+    raise ValueError(f"{var}: expected 1 or 0, got {value!r}")
+
+
+def _int_flag(var: str, value: str) -> bool:
+    """vllm-neuron's ``bool(int(value))``: any integer, nonzero is on."""
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise ValueError(f"{var}: expected an integer (0 or 1), got {value!r}") from None
+
+
+def _target(var: str, value: str) -> str:
+    return normalize_target(value, var)
+
+
+def _seed(var: str, value: str) -> int:
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise ValueError(f"{var}: expected a non-negative integer, got {value!r}")
+    return seed
+
+
+def _findings(var: str, value: str) -> str:
+    v = value.lower()
+    if v not in ("first", "all"):
+        raise ValueError(f"{var}: expected first or all, got {value!r}")
+    return v
+
+
+def _knob(default, doc: str, *, env: tuple = (), parse: Callable | None = None, option: bool = True,
+          layer: str = "core"):
+    """One row of the settings table, as the dataclass field that holds it."""
+    return dataclasses.field(default=default, metadata={"knob": dict(
+        env=env, parse=parse, option=option, layer=layer, doc=doc)})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Every behaviour knob; one instance per kernel call.
+    """Every behaviour knob; one instance per kernel call (``from_env``), or given in full.
 
-    Defaults are given beside each field with the environment variable that sets it.
+    Each field is one row of the settings table: default, doc, environment variable(s) (the
+    first one set wins), ``nki.simulate`` option (the field's name) and parser.
     """
-    target: Literal["trn1", "trn2", "trn3"] = "trn3"   # NEURON_PLATFORM_TARGET_OVERRIDE
-    precise_fp: bool = True                            # NKI_PRECISE_FP: ml_dtypes storage (0: fp32)
-    simulator: bool = False                            # NKI_SIMULATOR == "1": plain jit calls simulate
-    uninitialized_reads: Literal["sentinel", "raise"] = "sentinel"   # NKISIM_STRICT_UNINIT=1: raise
-    detect_races: bool = False                         # NKISIM_DETECT_RACES=1
-    iteration_order: Literal["program", "shuffled"] = "program"      # NKISIM_SHUFFLE=1
-    seed: int = 0                                      # NKISIM_SEED
-    findings: Literal["first", "all"] = "first"        # NKISIM_FINDINGS: stop at the first broken
-    #   rule, or run to the end (skipping each failing instruction) and report every finding
-    barrier_timeout_s: float = 30.0                    # longest wait at an LNC2 sync point
-    fast_paths: bool = True                            # NKISIM_FAST_PATHS=0: no rule memo, deferred
-    #   copies/fills, storage pool, out= writes or GC pause (results are bit-identical either way)
+    simulator: bool = _knob(
+        False, "1: a plain call of a `@nki.jit` kernel runs in the simulator (read at call time); "
+               "0 (default): it raises `SimulatorOffError`",
+        env=("NKI_SIMULATOR",), parse=_one_or_zero, option=False)
+    precise_fp: bool = _knob(
+        True, "1 (default): bf16/fp8 stored with ml_dtypes, rounded on every write; 0: float32 storage",
+        env=("NKI_PRECISE_FP",), parse=_flag)
+    target: Literal["trn1", "trn2", "trn3"] = _knob(
+        "trn3", "`trn1`/`inf2`/`gen2`, `trn2`/`gen3`, `trn3`/`gen4`, any case (default `trn3`); "
+                "`NKI_NC_VERSION` is read when the first is unset",
+        env=("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION"), parse=_target)
+    uninitialized_reads: Literal["sentinel", "raise"] = _knob(
+        "sentinel", "1: the first instruction reading never-written elements raises (`\"raise\"`; "
+                    "default `\"sentinel\"`: they read NaN / 4)",
+        env=("NKISIM_STRICT_UNINIT",), parse=_flag_choice("raise", "sentinel"))
+    detect_races: bool = _knob(
+        False, "1: `affine_range` iterations and LNC2 cores touching the same elements without "
+               "ordering raise `RaceError`",
+        env=("NKISIM_DETECT_RACES",), parse=_flag)
+    iteration_order: Literal["program", "shuffled"] = _knob(
+        "program", "1: run `affine_range` iterations in a seeded shuffled order to expose order "
+                   "dependence (`\"shuffled\"`; default `\"program\"`)",
+        env=("NKISIM_SHUFFLE",), parse=_flag_choice("shuffled", "program"))
+    seed: int = _knob(
+        0, "the seed of the shuffled order, a non-negative integer (default 0)",
+        env=("NKISIM_SEED",), parse=_seed)
+    findings: Literal["first", "all"] = _knob(
+        "first", "`all`: skip each failing instruction and print every finding grouped by rule "
+                 "(default `first`: stop at the first)",
+        env=("NKISIM_FINDINGS",), parse=_findings)
+    fast_paths: bool = _knob(
+        True, "0: no rule memo, deferred copies or fills, storage pool, `out=` writes or GC pause "
+              "(default 1; results are bit-identical either way)",
+        env=("NKISIM_FAST_PATHS",), parse=_flag)
+    barrier_timeout_s: float = _knob(
+        30.0, "longest wait at an LNC2 sync point, in seconds, before `DeadlockError` (default 30)")
+    cpu_mode: bool = _knob(
+        False, "vLLM-on-Neuron: nonzero runs the plugin on CPU; `can_run_kernel` then follows "
+               "`NKI_SIMULATOR` (default 0)",
+        env=("VLLM_NEURON_CPU_MODE",), parse=_int_flag, option=False, layer="torch")
+    disable_kernels: bool = _knob(
+        False, "vLLM-on-Neuron: nonzero makes every op take its PyTorch fallback (`can_run_kernel` "
+               "is False; default 0)",
+        env=("VLLM_NEURON_DISABLE_NKI_KERNELS",), parse=_int_flag, option=False, layer="torch")
 
     def __post_init__(self):
-        object.__setattr__(self, "target", normalize_target(self.target))
+        object.__setattr__(self, "target", normalize_target(self.target, "Settings.target"))
         if self.uninitialized_reads not in ("sentinel", "raise"):
             raise ValueError(f"Settings.uninitialized_reads must be 'sentinel' or 'raise', "
                              f"got {self.uninitialized_reads!r}")
@@ -74,20 +179,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, env=None, **overrides) -> "Settings":
-        """Build settings from ``env`` (default ``os.environ``), then apply keyword overrides."""
+        """Settings from ``env`` (default ``os.environ``) by the table, then keyword overrides
+        (a None override counts as not given). An overridden knob's variable is not read.
+
+        Raises ValueError naming the variable for a value its parser does not accept."""
         env = os.environ if env is None else env
-        kw = dict(
-            target=env.get("NEURON_PLATFORM_TARGET_OVERRIDE") or env.get("NKI_NC_VERSION") or "trn3",
-            precise_fp=_flag(env.get("NKI_PRECISE_FP"), True, "NKI_PRECISE_FP"),
-            simulator=env.get("NKI_SIMULATOR", "").strip() == "1",
-            uninitialized_reads="raise" if _flag(env.get("NKISIM_STRICT_UNINIT"), False, "NKISIM_STRICT_UNINIT")
-            else "sentinel",
-            detect_races=_flag(env.get("NKISIM_DETECT_RACES"), False, "NKISIM_DETECT_RACES"),
-            iteration_order="shuffled" if _flag(env.get("NKISIM_SHUFFLE"), False, "NKISIM_SHUFFLE") else "program",
-            seed=int(env.get("NKISIM_SEED", "0") or 0),
-            findings=(env.get("NKISIM_FINDINGS") or "first").strip().lower(),
-            fast_paths=_flag(env.get("NKISIM_FAST_PATHS"), True, "NKISIM_FAST_PATHS"),
-        )
+        kw = {}
+        for knob in KNOBS:
+            if overrides.get(knob.field) is None:
+                value = knob.read(env)
+                if value is not _UNSET:
+                    kw[knob.field] = value
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**kw)
 
@@ -95,4 +197,50 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-__all__ = ["Settings", "normalize_target"]
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the settings table."""
+    field: str                    # the Settings field
+    env: tuple                    # environment variables, the first one set wins (may be empty)
+    option: str | None            # the nki.simulate keyword (None: environment only)
+    default: Any
+    doc: str                      # one line, as README's settings table shows it
+    parse: Callable | None        # (variable, stripped value) -> field value; raises ValueError
+    layer: Literal["core", "torch"]   # who reads it: the simulator, or the torch layer only
+
+    def read(self, env):
+        """The field's value from ``env``, or _UNSET when no variable of the row is set."""
+        for var in self.env:
+            raw = env.get(var)
+            if raw is not None and raw.strip():
+                return self.parse(var, raw.strip())
+        return _UNSET
+
+    @property
+    def setting(self) -> str:
+        """README's "setting" cell: the variables, then the option."""
+        names = [" or ".join(f"`{v}`" for v in self.env)] if self.env else []
+        return ", ".join(names + ([f"`{self.option}=`"] if self.option else []))
+
+
+KNOBS: tuple = tuple(
+    Knob(field=f.name, env=f.metadata["knob"]["env"],
+         option=f.name if f.metadata["knob"]["option"] else None, default=f.default,
+         doc=f.metadata["knob"]["doc"], parse=f.metadata["knob"]["parse"],
+         layer=f.metadata["knob"]["layer"])
+    for f in dataclasses.fields(Settings))
+
+SIMULATE_OPTIONS: tuple = tuple(k.option for k in KNOBS if k.option)   # nki.simulate's keywords
+
+
+def settings_table_markdown() -> str:
+    """README's settings table (``| setting | meaning |``), one row per knob, in table order."""
+    rows = ["| setting | meaning |", "|---|---|"]
+    rows += [f"| {k.setting} | {k.doc} |" for k in KNOBS]
+    return "\n".join(rows) + "\n"
+
+
+__all__ = ["Settings", "Knob", "KNOBS", "SIMULATE_OPTIONS", "normalize_target", "settings_table_markdown"]

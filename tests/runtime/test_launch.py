@@ -237,26 +237,44 @@ def test_lnc2_failure_restores_arrays_both_cores_wrote():
         assert not y.any()
 
 
-def test_garbage_collector_paused_during_a_launch_and_restored_after():
+def _gc_probe(seen):
     import gc
-    seen = []
 
     def kernel(x):
         seen.append(gc.isenabled())
         if x.shape[0] == 2:
             raise ValueError("boom")
         return x
+    return kernel
+
+
+def test_garbage_collector_paused_during_a_launch_and_restored_after():
+    import gc
+    seen = []
+    kernel = _gc_probe(seen)
+    fast = nki.simulate(kernel, fast_paths=True)     # the GC pause is a fast path: not under NKISIM_FAST_PATHS=0
     assert gc.isenabled()
-    nki.simulate(kernel, fast_paths=True)(np.zeros((1, 1), np.float32))
+    fast(np.zeros((1, 1), np.float32))
     assert seen == [False] and gc.isenabled()
     with pytest.raises(ValueError):
-        nki.simulate(kernel, fast_paths=True)(np.zeros((2, 1), np.float32))
+        fast(np.zeros((2, 1), np.float32))
     assert gc.isenabled()
     gc.disable()
     try:
-        nki.simulate(kernel, fast_paths=True)(np.zeros((1, 1), np.float32))
+        fast(np.zeros((1, 1), np.float32))
         assert not gc.isenabled()          # the caller's choice is kept
     finally:
         gc.enable()
-    nki.simulate(kernel, fast_paths=True)[2](np.zeros((1, 1), np.float32))
+    fast[2](np.zeros((1, 1), np.float32))
     assert seen[-2:] == [False, False] and gc.isenabled()
+
+
+def test_garbage_collector_not_paused_with_fast_paths_off(monkeypatch):
+    import gc
+    seen = []
+    kernel = _gc_probe(seen)
+    nki.simulate(kernel, fast_paths=False)(np.zeros((1, 1), np.float32))
+    nki.simulate(kernel, fast_paths=False)[2](np.zeros((1, 1), np.float32))
+    monkeypatch.setenv("NKISIM_FAST_PATHS", "0")
+    nki.simulate(kernel)(np.zeros((1, 1), np.float32))
+    assert seen == [True, True, True, True] and gc.isenabled()

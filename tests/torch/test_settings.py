@@ -3,6 +3,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from nkisim.config import Settings  # noqa: E402
 from nkisim.errors import SimulatorOffError  # noqa: E402
 from nkisim.torch import (TorchSettings, can_run_kernel, dispatch, reset_route_stats,  # noqa: E402
                           route_stats, wrap_nki)
@@ -12,15 +13,26 @@ KEY = "nki_torch_kernels.scale_inplace"
 
 
 def test_defaults_when_nothing_is_set():
-    assert TorchSettings.from_env() == TorchSettings(cpu_mode=False, simulator=False, precise_fp=True,
-                                                     disable_kernels=False, target="trn3")
+    s = Settings.from_env()
+    assert (s.cpu_mode, s.simulator, s.precise_fp, s.disable_kernels, s.target) == (False, False, True, False,
+                                                                                   "trn3")
+    assert TorchSettings is Settings                # one settings table for the core and torch
 
 
-@pytest.mark.parametrize("value, on", [("1", True), ("true", False), ("yes", False), ("0", False),
-                                       (" 1", False), ("", False)])
-def test_only_the_literal_1_turns_the_simulator_on(monkeypatch, value, on):
+@pytest.mark.parametrize("value, on", [("1", True), ("0", False), (" 1", True), ("1 ", True), (" 0 ", False),
+                                       ("", False), ("  ", False)])
+def test_nki_simulator_is_1_or_0_with_whitespace_stripped(monkeypatch, value, on):
     monkeypatch.setenv("NKI_SIMULATOR", value)
-    assert TorchSettings.from_env().simulator is on
+    assert Settings.from_env().simulator is on
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "on", "2", "1.0"])
+def test_nki_simulator_values_vllm_neuron_would_read_as_off_are_rejected(monkeypatch, value):
+    monkeypatch.setenv("NKI_SIMULATOR", value)
+    with pytest.raises(ValueError, match=rf"^NKI_SIMULATOR: expected 1 or 0, got '{value}'$"):
+        Settings.from_env()
+    with pytest.raises(ValueError, match=r"^NKI_SIMULATOR: "):
+        can_run_kernel("cpu")                       # the gate reads the same parse
 
 
 def test_settings_read_at_call_time(monkeypatch):
@@ -28,14 +40,33 @@ def test_settings_read_at_call_time(monkeypatch):
     monkeypatch.setenv("NKI_PRECISE_FP", "0")
     monkeypatch.setenv("VLLM_NEURON_DISABLE_NKI_KERNELS", "1")
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
-    assert TorchSettings.from_env() == TorchSettings(cpu_mode=True, simulator=False, precise_fp=False,
-                                                     disable_kernels=True, target="trn2")
+    s = Settings.from_env()
+    assert (s.cpu_mode, s.simulator, s.precise_fp, s.disable_kernels, s.target) == (True, False, False, True,
+                                                                                   "trn2")
+
+
+def test_the_torch_layer_and_the_core_agree_on_the_three_old_disagreements(monkeypatch):
+    # NKI_NC_VERSION names the target when NEURON_PLATFORM_TARGET_OVERRIDE is unset (both layers)
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")
+    assert Settings.from_env().target == "trn2"
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_SIMULATOR", " 1")       # stripped: on, for the gate and the jit call
+    assert can_run_kernel("cpu") is True
+    monkeypatch.setenv("NKI_PRECISE_FP", "maybe")   # no longer read as 1 by the torch layer
+    with pytest.raises(ValueError, match=r"^NKI_PRECISE_FP: expected 1/0 \(or true/false\), got 'maybe'$"):
+        can_run_kernel("cpu")
 
 
 def test_cpu_mode_must_be_an_integer(monkeypatch):
     monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "on")
-    with pytest.raises(ValueError, match=r"^VLLM_NEURON_CPU_MODE must be an integer \(0 or 1\), got 'on'$"):
-        TorchSettings.from_env()
+    with pytest.raises(ValueError, match=r"^VLLM_NEURON_CPU_MODE: expected an integer \(0 or 1\), got 'on'$"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize("value, on", [("0", False), ("1", True), ("2", True), (" 1 ", True), ("-1", True)])
+def test_vllm_switches_read_as_vllm_neuron_does(monkeypatch, value, on):
+    monkeypatch.setenv("VLLM_NEURON_DISABLE_NKI_KERNELS", value)
+    assert Settings.from_env().disable_kernels is on
 
 
 @pytest.mark.parametrize("env, device, want", [
@@ -51,8 +82,6 @@ def test_cpu_mode_must_be_an_integer(monkeypatch):
      "cpu", False),
     ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": "trn1"},
      "cpu", False),                                                 # NeuronCore v2: no NKI kernels
-    ({"VLLM_NEURON_CPU_MODE": "1", "NKI_SIMULATOR": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": "trn9"},
-     "cpu", False),                                                 # a target nkisim lacks
     ({"VLLM_NEURON_CPU_MODE": "0", "NKI_SIMULATOR": "1"}, "cpu", False),
 ])
 def test_can_run_kernel_rules(monkeypatch, env, device, want):
@@ -62,6 +91,15 @@ def test_can_run_kernel_rules(monkeypatch, env, device, want):
     if device == "cpu":
         assert can_run_kernel(torch.device("cpu")) is want
         assert can_run_kernel(torch.zeros(1)) is want
+
+
+def test_can_run_kernel_rejects_a_target_nkisim_lacks(monkeypatch):
+    monkeypatch.setenv("VLLM_NEURON_CPU_MODE", "1")
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn9")
+    with pytest.raises(ValueError, match=r"^NEURON_PLATFORM_TARGET_OVERRIDE: unknown target 'trn9'; expected "
+                                         r"one of gen2, gen3, gen4, inf2, trn1, trn2, trn3$"):
+        can_run_kernel("cpu")
 
 
 def test_can_run_kernel_says_no_for_a_kernel_the_simulator_cannot_run(monkeypatch):

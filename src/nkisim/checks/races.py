@@ -23,7 +23,8 @@ at once: the same findings, the same messages. Kernel inputs only read, outputs 
 tile, column blocks of one tile and PSUM accumulators never reach the per-element path.
 Decision: iterations are marked by their position in the loop, not their value, so a negative
 ``affine_range`` start cannot collide with the "none" / "several" marks.
-Imports errors, dtypes, where.
+Operands are named by the running instruction (``memory.hooks.accessor``). Imports errors,
+dtypes, state, memory.hooks; registered with memory by ``checks/__init__``.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state
 from ..errors import RaceError, kernel_location
-from .where import current_op
+from ..memory.hooks import accessor
 
 _NONE, _MANY = -1, -2
 _MARK = np.int32               # iteration positions / epochs
@@ -254,7 +255,7 @@ class LoopScope:
             self._raise(t, "reads", "wrote", int(w[other_w][0]), "w", other_w)
 
     def _raise(self, t, verb, other_verb, j, other_kind, mask):
-        op, operand = current_op(t, depth=2, kind="w" if verb == "writes" else "r")
+        op, operand = accessor(t, "w" if verb == "writes" else "r")
         name = f"'{t.alloc.name}' " if t.alloc.name else ""
         if j >= 0:
             j = self.values[j]
@@ -351,7 +352,7 @@ class SharedRaces:
             clash = marks_view(tr.r_ep[other], t) == epoch
             what = "read"
         if clash.any():
-            op, operand = current_op(t, depth=2, kind=kind)
+            op, operand = accessor(t, kind)
             name = f"'{alloc.name}' " if alloc.name else ""
             line = self.lines.get((id(alloc), other, "w" if what == "wrote" else "r"), "?")
             raise RaceError(op, f"core {core_id} {'writes' if kind == 'w' else 'reads'} "

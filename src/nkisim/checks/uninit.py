@@ -3,14 +3,15 @@ SBUF/PSUM/HBM allocation made by the kernel carries an "initialised" mask; the f
 that reads an element never written raises UninitializedReadError naming the op, the operand, the
 tensor, how many elements and the first one, and the kernel line. Caller arguments and
 ``shared_constant``/``full``-style creations count as written. Decision: views that reinterpret
-the dtype (``.view``) are not checked."""
+the dtype (``.view``) are not checked. Operands are named by the running instruction
+(``memory.hooks.accessor``); registered with memory by ``checks/__init__``."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import UninitializedReadError
-from .where import current_op
+from ..memory.hooks import accessor
 
 
 def mask_view(t) -> np.ndarray | None:
@@ -32,7 +33,7 @@ def check_read(t) -> None:
         return
     missing = ~v
     first = tuple(int(i) for i in np.argwhere(missing)[0])
-    op, operand = current_op(t, depth=2)   # from the caller: the outermost API frame wins
+    op, operand = accessor(t, "r")
     name = f"'{t.alloc.name}' " if t.alloc.name else ""
     raise UninitializedReadError(op, f"{operand} reads {int(missing.sum())} never-written element(s) of "
                                      f"{t.buffer} tensor {name}{t.alloc.shape} {_dt.name(t.dtype)}, first at "

@@ -1,5 +1,13 @@
-"""Which public op and operand a read or write belongs to, found from the call stack (only when an
-error is being raised, so it costs nothing on the normal path)."""
+"""Transitional: names a read or write made by an op not yet run by ``isa.dispatch``.
+
+Inside a dispatched instruction ``memory.hooks.accessor`` names op and operand from ``core.ins``
+and never comes here. An op that still runs outside the dispatcher has no ``core.ins``; for it,
+and only when an error is being raised, this guesses from the call stack: the outermost nkisim
+API frame (``nisa.<fn>``/``nl.<fn>``) and the local name the view has there. Registered as
+``memory.hooks.unnamed`` by ``checks/__init__``. Delete this module (and its registration) once
+every op is an ``@instruction`` or ``api_function``: the tests of uninitialised reads, races and
+read-only arguments then name any op still outside the dispatcher. Imports nothing from nkisim.
+"""
 from __future__ import annotations
 
 import os
@@ -9,16 +17,11 @@ _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PREFIX = {"isa": "nisa", "language": "nl"}
 
 
-def current_op(tensor=None, depth: int = 2, kind: str = "r") -> tuple[str, str]:
-    """(``nisa.<op>``, operand name) of the outermost nkisim API frame on the stack. When the same
-    tensor is passed as several operands, a read names an input and a write names ``dst``.
-    Inside an instruction run by ``isa.dispatch`` the running instruction names both."""
-    from .. import state
-    core = state.current.get()
-    ins = core.ins if core is not None else None
-    if ins is not None:
-        return ins.op, ins.role_of(tensor, kind) if tensor is not None else "operand"
-    frame = sys._getframe(depth)
+def guess(t=None, kind: str = "r") -> tuple[str, str] | None:
+    """(``nisa.<op>``/``nl.<fn>``, operand name) of the outermost nkisim API frame on the stack,
+    None when there is none. When the same view is several operands, a read names an input and a
+    write names a ``dst``."""
+    frame = sys._getframe(1)
     found = None
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
@@ -30,13 +33,13 @@ def current_op(tensor=None, depth: int = 2, kind: str = "r") -> tuple[str, str]:
             found = (frame, _PREFIX[part])
         frame = frame.f_back
     if found is None:
-        return "nki", "operand"
+        return None
     frame, prefix = found
     names = []
-    if tensor is not None:
+    if t is not None:
         for name, value in frame.f_locals.items():
-            if value is tensor or getattr(value, "alloc", None) is getattr(tensor, "alloc", 0) \
-                    and getattr(value, "offset", None) == tensor.offset and value.shape == tensor.shape:
+            if value is t or getattr(value, "alloc", None) is getattr(t, "alloc", 0) \
+                    and getattr(value, "offset", None) == t.offset and value.shape == t.shape:
                 names.append(name)
     outs = [n for n in names if n.startswith("dst")]
     ins = [n for n in names if not n.startswith("dst")]
@@ -44,4 +47,4 @@ def current_op(tensor=None, depth: int = 2, kind: str = "r") -> tuple[str, str]:
     return f"{prefix}.{frame.f_code.co_name}", pick[0] if pick else "operand"
 
 
-__all__ = ["current_op"]
+__all__ = ["guess"]

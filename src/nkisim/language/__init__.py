@@ -15,6 +15,7 @@ from .ops import *  # noqa: F401,F403
 from .tile import *  # noqa: F401,F403
 from .tile_size import tile_size
 from . import creation as _creation, misc as _misc, ops as _ops, tile as _tile
+from . import operators as _operators  # noqa: F401  (registers NkiTensor's operators)
 
 float32, float16, bfloat16, tfloat32 = _d.float32, _d.float16, _d.bfloat16, _d.tfloat32
 float8_e4m3, float8_e4m3fn, float8_e5m2 = _d.float8_e4m3, _d.float8_e4m3fn, _d.float8_e5m2

@@ -1,7 +1,9 @@
 """Allocation, and the only two ways an op touches storage: ``read_f32``/``read_raw`` and ``write``.
 
 ``write`` is the single rounding step (``dtypes.round_into``) and the single place that marks
-allocations written and clears PSUM matmul flags. Imports numpy, dtypes, errors, state, arch types.
+allocations written and clears PSUM matmul flags. The race and uninitialised-read checks are
+reached through ``hooks`` (registered by ``checks``); errors name the running instruction and
+operand by ``hooks.accessor``. Imports numpy, dtypes, errors, state and memory only.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state
 from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
-                      kernel_location)
-from ..checks import races, uninit
+                      UnsupportedError, kernel_location)
+from . import hooks as _hooks
 from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
 from .capacity import CoreMemory, staggered
 from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
@@ -181,7 +183,7 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
     if settings.detect_races:
-        alloc.watch = races.watch_access
+        alloc.watch = _hooks.watch_access
     return alloc
 
 
@@ -235,16 +237,19 @@ def copy_back(t: NkiTensor, array: np.ndarray) -> None:
 _SNAPSHOT_LOCK = threading.Lock()
 
 
-def _first_write(alloc) -> None:
+def _first_write(t: NkiTensor) -> None:
+    """Before the first write to ``t``'s allocation: copy a caller's array used in place aside
+    (for ``restore``); a read-only caller array raises MemorySpaceError naming the instruction
+    and the written operand (``dst`` when the written view is not exactly one of its operands)."""
+    alloc = t.alloc
     if alloc.snapshot is _NOT_TAKEN:
         with _SNAPSHOT_LOCK:        # LNC2: the other core waits until the copy is complete
             if alloc.snapshot is _NOT_TAKEN:
                 alloc.snapshot = alloc.storage.copy()
     elif alloc.snapshot is _READ_ONLY:
-        from ..checks.where import current_op
-        op, _ = current_op(depth=3, kind="w")
-        raise MemorySpaceError(op, f"dst is {alloc.name}, a read-only array of the caller; the kernel "
-                                   f"cannot write it (pass a writeable array)")
+        op, role = _hooks.accessor(t, "w")
+        raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, a read-only "
+                                   f"array of the caller; the kernel cannot write it (pass a writeable array)")
     alloc.written = True
 
 
@@ -266,7 +271,7 @@ def _on_read(t: NkiTensor) -> None:
     if alloc.watch is not None:       # a race explains an uninitialised read: record it first
         alloc.watch(t, "r", False)
     if alloc.init is not None:
-        uninit.check_read(t)
+        _hooks.check_read(t)
 
 
 def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
@@ -323,7 +328,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         lazy = None
     dst = t.np()
     if not alloc.written:
-        _first_write(alloc)
+        _first_write(t)
     if add and dst.dtype == F32 and t.dtype == F32:
         values = np.asarray(values)
         if values.shape != dst.shape and values.size == dst.size:
@@ -345,7 +350,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     if alloc.mm_flags is not None:
         set_matmul_flags(t, matmul)
     if alloc.init is not None:
-        uninit.mark_written(t)
+        _hooks.mark_written(t)
 
 
 def out_f32(t: NkiTensor):
@@ -402,11 +407,11 @@ def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool =
     if alloc.pending:
         _settle(t)
     if not alloc.written:
-        _first_write(alloc)
+        _first_write(t)
     if alloc.mm_flags is not None:
         set_matmul_flags(t, matmul)
     if alloc.init is not None:
-        uninit.mark_written(t)
+        _hooks.mark_written(t)
 
 
 def _can_defer(t: NkiTensor) -> bool:
@@ -497,7 +502,8 @@ def matmul_flags(t: NkiTensor):
     if isinstance(flags, bool):
         return flags
     if t.storage is not t.alloc.storage:
-        raise NkiError("nisa.nc_matmul", "PSUM destination viewed with another dtype is not supported")
+        raise UnsupportedError(_hooks.accessor(t, "w")[0], "PSUM destination viewed with another dtype is "
+                                                          "not supported")
     view = np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
     if view.all():
         return True

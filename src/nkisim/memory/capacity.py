@@ -18,7 +18,8 @@ PSUM: 8 banks of 2 KiB per partition. A tensor of at most one bank is placed fir
 single bank (never straddling two); a larger one takes whole consecutive banks, starting on a
 bank boundary. So a matmul destination inside a tensor of at most one bank never crosses a bank,
 and for larger tensors the crossing can be judged from the tensor's own start (``nc_matmul``).
-Imports errors and dtypes only.
+Hardware numbers come from the target (``arch``); the page and aliasing numbers of
+``staggered`` are the host CPU's. Imports arch, errors and dtypes only.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import sys
 
 import numpy as np
 
+from .. import arch
 from .. import dtypes as _dt
 from ..errors import CapacityError
 
@@ -58,7 +60,7 @@ class StoragePool:
     are atomic (the byte count is a soft cap)."""
     __slots__ = ("free", "per_key", "max_bytes", "nbytes")
 
-    def __init__(self, per_key: int = 8, max_bytes: int = 64 << 20):     # > SBUF + PSUM of two cores
+    def __init__(self, per_key: int = 8, max_bytes: int = arch.LAUNCH_ON_CHIP_BYTES_MAX):
         self.free: dict = {}
         self.per_key, self.max_bytes, self.nbytes = per_key, max_bytes, 0
 
@@ -166,7 +168,8 @@ class CoreMemory:
         for r in recs:
             while live and live[0][0] < r.born:
                 heapq.heappop(live)
-            nbytes = max(4, -(-r.nbytes // 4) * 4)       # psum_min_align
+            align = t.psum_min_align
+            nbytes = max(align, -(-r.nbytes // align) * align)
             start = _place(nbytes, bank, total, [(x[2].offset, x[2].offset + x[2].nbytes) for x in live])
             if start is None:
                 used = sum(x[2].nbytes for x in live)

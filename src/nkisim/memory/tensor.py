@@ -3,7 +3,7 @@
 Every index, slice, ``nl.ds``, view method and ``.ap()`` yields a new view of the same storage;
 every one is bounds-checked when built, so NumPy's wrap-around and clipping never leak.
 Source: aws-neuron-sdk nki/api/nki/language/__init__.py (NkiTensor and its view methods),
-nki/deep-dives access-pattern guide. Imports numpy, dtypes, errors, buffers only.
+nki/deep-dives access-pattern guide. Imports numpy, dtypes, errors and memory only.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import BoundsError, DtypeError, ShapeError, UnsupportedError
+from . import hooks as _hooks
 from .buffers import HBM, ON_CHIP, MemoryRegion, psum, sbuf
 
 _FILL_LOCK = threading.Lock()   # the lazy sentinel fill of an allocation shared by LNC2 cores
@@ -194,7 +195,7 @@ class NkiTensor:
         examples run in simulation (a compiled kernel cannot branch on tile values)."""
         return bool(np.all(self.np()))
 
-    # ---- Python operators: the nl tile functions (language.tile, imported lazily) ------------
+    # ---- Python operators: the nl tile functions (registered by language.operators) --------
     # a + b, a * 2, -a, a < b, ... return new SBUF tiles; a += b writes into a. ``==`` is
     # element-wise (nl.equal), so hashing stays by identity. Outside a kernel they return
     # NotImplemented (plain identity for ==). NumPy scalars defer to the reflected operators.
@@ -581,10 +582,9 @@ class NkiTensor:
 
 
 def _tile_op(name, x, *y, inplace=False):
-    """Hook for NkiTensor's operators: ``language.tile`` is imported here, lazily, so this module
-    never imports the language layer at import time."""
-    from ..language import tile
-    return tile.inplace(name, x, *y) if inplace else tile.operator(name, x, *y)
+    """NkiTensor's operators run what the language layer registered (``hooks.operator`` and
+    ``hooks.inplace``, set by ``language/operators.py``): memory never imports the language."""
+    return _hooks.inplace(name, x, *y) if inplace else _hooks.operator(name, x, *y)
 
 
 def _fill_minus_one(shape, total, op):

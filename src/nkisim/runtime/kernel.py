@@ -11,12 +11,11 @@ import inspect
 from typing import Any, Callable
 
 from .. import state
-from ..config import Settings
+from ..config import SIMULATE_OPTIONS, Settings
 from ..errors import NkiError, SimulatorOffError
 from . import launch as _launch
 
-_SIM_OPTIONS = ("target", "precise_fp", "uninitialized_reads", "detect_races", "iteration_order",
-                "seed", "barrier_timeout_s", "findings", "fast_paths")
+_SIM_OPTIONS = SIMULATE_OPTIONS      # one per knob of the settings table that has an option
 
 
 class Kernel:
@@ -106,7 +105,9 @@ def simulate(kernel, **options) -> Callable:
     ``target`` ("trn1"|"trn2"|"trn3"), ``precise_fp``, ``uninitialized_reads``, ``detect_races``,
     ``iteration_order``, ``seed``, ``findings`` ("first": stop at the first broken rule; "all": skip
     each failing instruction, print every finding grouped by rule, keep them in ``.findings`` of
-    the returned callable). Unknown options raise TypeError.
+    the returned callable), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
+    results are bit-identical). The options are the knobs of ``config.KNOBS`` that have one; an
+    option given is not read from the environment. Unknown options raise TypeError.
     """
     bad = set(options) - set(_SIM_OPTIONS)
     if bad:

@@ -25,7 +25,7 @@ from torch.fx.experimental.proxy_tensor import (ProxyTorchDispatchMode, disable_
 
 from ..errors import SimulatorOffError
 from .registry import check_result, describe_outputs, kernel_side_table
-from .settings import TorchSettings
+from ..config import Settings
 from .simulate import simulate_nki_kernel
 
 ###############################################################################
@@ -255,7 +255,7 @@ def nki_kernel_wrapper_cpu(*, kernel_idx, grid, backend_config, operand_output_a
                            arg_names, constant_args_key):
     """Real CPU tensors: run the kernel in the simulator (needs NKI_SIMULATOR=1)."""
     entry = kernel_side_table.get_kernel(kernel_idx)
-    if not TorchSettings.from_env().simulator:
+    if not Settings.from_env().simulator:
         name = entry.key.split("#")[0]
         raise SimulatorOffError(f"nki_kernel_wrapper: kernel {name} was dispatched to CPU but the "
                                 f"NKI simulator is off; set NKI_SIMULATOR=1 (or route the op to its "

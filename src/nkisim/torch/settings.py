@@ -1,50 +1,16 @@
-"""The vLLM-on-Neuron switches, read from the environment at call time, and ``can_run_kernel``.
+"""``can_run_kernel``: whether an op takes its NKI kernel or its torch fallback, read at call time.
 
+The switches (VLLM_NEURON_CPU_MODE, VLLM_NEURON_DISABLE_NKI_KERNELS, NKI_SIMULATOR,
+NEURON_PLATFORM_TARGET_OVERRIDE, ...) are rows of the one settings table, ``config.Settings``:
+the torch layer and the simulator read the environment through the same parser.
 Imports nkisim.config and nkisim.arch only (no torch at import; tensors are inspected by duck type).
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-
 from .. import arch
-from ..config import normalize_target
+from ..config import Settings
 
-
-def _int_flag(name: str, env) -> bool:
-    """vllm-neuron's ``bool(int(value))``: unset or empty is False; a non-integer is an error."""
-    value = env.get(name, "").strip()
-    if not value:
-        return False
-    try:
-        return bool(int(value))
-    except ValueError:
-        raise ValueError(f"{name} must be an integer (0 or 1), got {value!r}") from None
-
-
-@dataclass(frozen=True, kw_only=True)
-class TorchSettings:
-    """The switches of the torch layer; one instance per call (``from_env``)."""
-    cpu_mode: bool = False           # VLLM_NEURON_CPU_MODE (bool(int(v))): run the plugin on CPU
-    simulator: bool = False          # NKI_SIMULATOR: only the literal "1" turns it on
-    precise_fp: bool = True          # NKI_PRECISE_FP: defaults to 1 (ml_dtypes storage) when unset
-    disable_kernels: bool = False    # VLLM_NEURON_DISABLE_NKI_KERNELS: every op takes its fallback
-    target: str | None = "trn3"      # NEURON_PLATFORM_TARGET_OVERRIDE (None: a name nkisim lacks)
-
-    @classmethod
-    def from_env(cls, env=None) -> "TorchSettings":
-        env = os.environ if env is None else env
-        raw_target = env.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip() or "trn3"
-        try:
-            target = normalize_target(raw_target)
-        except ValueError:
-            target = None
-        precise = env.get("NKI_PRECISE_FP", "").strip()
-        return cls(cpu_mode=_int_flag("VLLM_NEURON_CPU_MODE", env),
-                   simulator=env.get("NKI_SIMULATOR") == "1",
-                   precise_fp=True if not precise else precise.lower() not in ("0", "false", "off"),
-                   disable_kernels=_int_flag("VLLM_NEURON_DISABLE_NKI_KERNELS", env),
-                   target=target)
+TorchSettings = Settings    # the torch layer's name for the one settings table (kept for callers)
 
 
 def _device_type(tensor_or_device) -> str:
@@ -58,18 +24,21 @@ def can_run_kernel(tensor_or_device="", kernel=None) -> bool:
     Rules, in order (vllm-neuron's, plus the simulator's limits):
     1. VLLM_NEURON_DISABLE_NKI_KERNELS true -> False.
     2. VLLM_NEURON_CPU_MODE true -> NKI_SIMULATOR == "1" (the device is ignored), and then False
-       for a target the simulator cannot run: NEURON_PLATFORM_TARGET_OVERRIDE not a known name, or
-       trn1 (Decision: NeuronCore v2 runs no NKI Beta 2 kernel, aws-neuron-sdk#1322), or a
-       ``kernel`` (jitted kernel or NKIHOPCaller) that carries a ``simulator_unsupported`` reason
-       (e.g. it needs collectives) or whose LNC exceeds the target's.
+       for a target the simulator cannot run: trn1 (Decision: NeuronCore v2 runs no NKI Beta 2
+       kernel, aws-neuron-sdk#1322), or a ``kernel`` (jitted kernel or NKIHOPCaller) that carries
+       a ``simulator_unsupported`` reason (e.g. it needs collectives) or whose LNC exceeds the
+       target's.
     3. Otherwise True only for a tensor/device on a Neuron device. Decision: "" (no device given)
        counts as the host CPU, so it is False here (vllm-neuron answered True).
+    Raises ValueError for a switch set to a value the settings table does not accept (Decision:
+    the simulator would refuse the same environment; e.g. NEURON_PLATFORM_TARGET_OVERRIDE=trn9,
+    NKI_SIMULATOR=true), naming the variable and the accepted values.
     """
-    s = TorchSettings.from_env()
+    s = Settings.from_env()
     if s.disable_kernels:
         return False
     if s.cpu_mode:
-        if not s.simulator or s.target is None or s.target == "trn1":
+        if not s.simulator or s.target == "trn1":
             return False
         if getattr(kernel, "simulator_unsupported", None):
             return False
