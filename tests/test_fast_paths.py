@@ -72,7 +72,6 @@ def test_storage_pool_reuses_tiles_across_launches():
     assert _run(copy_add, a, a, fast=False)[1]["storage_pool"] == 0
 
 
-@pytest.mark.xfail(strict=False, reason="issue 10 in progress: nc_matmul takes the direct path only on a memo hit")
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
 def test_matmul_into_fresh_psum_tile(dtype):
     rng = np.random.default_rng(3)

@@ -17,9 +17,13 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.isa import dispatch
 
-pytestmark = pytest.mark.xfail(strict=False, reason="issue 10 in progress: not every op is an OpSpec yet")
 
 SRC = pathlib.Path(nkisim.__file__).parent
+# nisa functions that issue no instruction of their own (each says why in its docstring):
+# a helper, target queries, an accumulator view, the unsimulated custom op (it raises), and
+# register_alloc (an api_function: its initial value is one register_move instruction).
+NOT_INSTRUCTIONS = {"as_enum", "get_nc_version", "get_nc_sub_version", "accumulator",
+                    "builtin_custom_op", "register_alloc"}
 
 
 def _sources():
@@ -32,11 +36,12 @@ def test_every_nisa_function_is_one_spec():
         obj = getattr(nisa, name)
         if isinstance(obj, type) or isinstance(obj, enum.Enum) or not callable(obj):
             continue
-        if name in ("as_enum",):
+        if name in NOT_INSTRUCTIONS:
             continue
         if not hasattr(obj, "spec"):
             not_specs.append(name)
     assert not_specs == []
+    assert nisa.register_alloc.api == "nisa.register_alloc"
 
 
 def test_specs_have_documented_signatures_and_docstrings():

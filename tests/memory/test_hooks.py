@@ -29,15 +29,7 @@ def hooks_test_copy(dst, src, name=None):
 SPECS.pop(hooks_test_copy.spec.api)     # not a public op: keep it out of the op registry
 
 
-@pytest.fixture
-def no_stack_walk(monkeypatch):
-    """Inside a dispatched instruction the stack is never consulted."""
-    def walk(t, kind):
-        raise AssertionError("the stack walk ran inside a dispatched instruction")
-    monkeypatch.setattr(hooks, "unnamed", walk)
-
-
-def test_uninitialised_read_names_the_instruction_and_the_read_role(no_stack_walk):
+def test_uninitialised_read_names_the_instruction_and_the_read_role():
     def kernel(x):
         t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf, name="t")
         hooks_test_copy(dst=t, src=t)           # one view, two roles: a read names the input
@@ -49,7 +41,7 @@ def test_uninitialised_read_names_the_instruction_and_the_read_role(no_stack_wal
         nki.simulate(kernel, uninitialized_reads="raise")(np.zeros((1, 1), np.float32))
 
 
-def test_race_names_the_instruction_and_the_written_role(no_stack_walk):
+def test_race_names_the_instruction_and_the_written_role():
     def kernel(x):
         acc = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf, name="acc")
         for i in nl.affine_range(2):
@@ -62,7 +54,7 @@ def test_race_names_the_instruction_and_the_written_role(no_stack_walk):
         nki.simulate(kernel, detect_races=True)(np.ones((2, 2, 4), np.float32))
 
 
-def test_read_only_caller_array_names_the_instruction_and_the_written_role(no_stack_walk):
+def test_read_only_caller_array_names_the_instruction_and_the_written_role():
     x = np.zeros((2, 4), np.float32)
     x.flags.writeable = False
 
@@ -76,8 +68,7 @@ def test_read_only_caller_array_names_the_instruction_and_the_written_role(no_st
         nki.simulate(kernel)(x)
 
 
-def test_outside_any_instruction_the_nl_function_or_nki_is_named(monkeypatch):
-    monkeypatch.setattr(hooks, "unnamed", None)
+def test_outside_any_instruction_the_nl_function_or_nki_is_named():
     seen = []
 
     def kernel(x):
@@ -91,12 +82,6 @@ def test_outside_any_instruction_the_nl_function_or_nki_is_named(monkeypatch):
         return x
     nki.simulate(kernel)(np.zeros((1, 1), np.float32))
     assert seen == [("nki", "operand"), ("nl.load", "operand")]
-
-
-def test_the_transitional_stack_guess_finds_nothing_from_kernel_code():
-    from nkisim.checks import where
-    assert hooks.unnamed is where.guess         # registered by nkisim.checks
-    assert where.guess(None, "r") is None       # called from a test, not from an nkisim API frame
 
 
 def test_checks_and_language_registered_their_hooks():

@@ -45,3 +45,23 @@ def test_pool_limits_and_cold_order():
     assert (id(first), id(second)) == ids         # most recently given (hot) first, cold last
     assert pool.take(4096, F32) is None
     assert pool.take(4096, np.dtype(np.float64)) is None
+
+
+def test_a_full_pool_makes_room_for_the_sizes_in_use_now():
+    pool = StoragePool(per_key=8, max_bytes=4 * 4096 * 4)
+    old = [np.zeros(4096, np.float32) for _ in range(4)]      # fills the pool with one size
+    for a in old:
+        pool.give(a)
+    del a, old
+    new = np.zeros(2 * 4096, np.float32)
+    keep = id(new)
+    pool.give(new)                               # a new size evicts the least recently given
+    del new
+    got = pool.take(2 * 4096, F32)
+    assert got is not None and id(got) == keep
+    assert pool.nbytes <= pool.max_bytes
+    left = [pool.take(4096, F32) for _ in range(4)]
+    assert sum(x is not None for x in left) == 2   # two old ones made room for the new one
+    huge = np.zeros(5 * 4096, np.float32)          # larger than the whole pool: not kept
+    pool.give(huge)
+    assert pool.take(5 * 4096, F32) is None

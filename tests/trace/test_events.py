@@ -14,7 +14,6 @@ import nkisim.nki.language as nl
 from nkisim import trace
 from nkisim.errors import ShapeError
 
-pytestmark = pytest.mark.xfail(strict=False, reason="issue 10 in progress: not every op is an OpSpec yet")
 
 _SRC = inspect.getsource(inspect.getmodule(inspect.currentframe()))
 

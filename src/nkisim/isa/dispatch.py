@@ -393,6 +393,7 @@ def api_function(api: str, fallback: Callable | None = None):
         public.__doc__, public.__module__ = fn.__doc__, fn.__module__
         public.__signature__ = sig
         public.__wrapped_api__ = fn
+        public.api = api                 # what events of its instructions name as ``api``
         return public
     return wrap
 

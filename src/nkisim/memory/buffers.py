@@ -20,7 +20,7 @@ class MemoryRegion(str, enum.Enum):
 
     __repr__ = __str__
 
-    def view(self, dtype, shape=None, name: str = "", size=None, **ignored):
+    def view(self, dtype, shape=None, name: str = "", size=None):
         """``sbuf.view(dtype=..., shape=...)``: a new uninitialised tensor in this buffer (the
         official quick start's spelling of ``nl.ndarray(shape, dtype, buffer=...)``)."""
         from .access import allocate

@@ -55,7 +55,7 @@ class StoragePool:
     and dtype, in this launch and later ones (fresh memory costs a page fault per 4 KiB on first
     touch, which on a VM is as slow as the copy itself). An array is reused only when nothing
     else refers to it; at most ``per_key`` are kept per (size, dtype) and about ``max_bytes`` in
-    all. Thread-safe without a lock: LNC2 cores allocate from their own threads and the garbage
+    all; when full, storage of the sizes given least recently makes room. Thread-safe without a lock: LNC2 cores allocate from their own threads and the garbage
     collector may return storage from any thread, and list append/insert/pop and dict setdefault
     are atomic (the byte count is a soft cap)."""
     __slots__ = ("free", "per_key", "max_bytes", "nbytes")
@@ -68,15 +68,40 @@ class StoragePool:
         """Keep ``storage`` for reuse; ``take`` hands out the most recently given first (likely
         still in cache), ``cold`` storage (not written lately) last."""
         key = (storage.size, storage.dtype)
-        lst = self.free.get(key)
+        lst = self.free.pop(key, None)
         if lst is None:
-            lst = self.free.setdefault(key, [])
+            lst = []
+        self.free[key] = lst            # most recently given key last (evicted last)
+        if storage.nbytes > self.max_bytes:
+            return
+        if self.nbytes + storage.nbytes > self.max_bytes:
+            self._evict(self.nbytes + storage.nbytes - self.max_bytes, key)
         if len(lst) < self.per_key and self.nbytes + storage.nbytes <= self.max_bytes:
             if cold:
                 lst.insert(0, storage)
             else:
                 lst.append(storage)
             self.nbytes += storage.nbytes
+
+    def _evict(self, need: int, keep) -> None:
+        """Drop at least ``need`` bytes of storage, coldest first from the key given least
+        recently (never ``keep``): a process that runs kernels of many shapes keeps recycling
+        the shapes it runs now instead of filling up with shapes it ran once."""
+        for key in list(self.free):
+            if need <= 0:
+                return
+            if key == keep:
+                continue
+            lst = self.free.get(key)
+            while lst and need > 0:
+                try:
+                    arr = lst.pop(0)
+                except IndexError:
+                    break
+                self.nbytes -= arr.nbytes
+                need -= arr.nbytes
+            if not lst:
+                self.free.pop(key, None)
 
     def take(self, size, dtype):
         lst = self.free.get((size, dtype))

@@ -29,10 +29,8 @@ check_read = _missing("checks")      # (view) -> None: raise on never-written el
 mark_written = _missing("checks")    # (view) -> None: mark the view's elements written (strict mode)
 operator = _not_implemented          # (name, *operands): ``a + b``, ``-a``, ``a == b`` on NkiTensor
 inplace = _not_implemented           # (name, x, y): ``x += y`` and the other in-place operators
-unnamed = None                       # (view, kind) -> (op, operand) | None: names an access made
-#                                      outside any dispatched instruction (see ``accessor``)
 
-_NAMES = ("watch_access", "check_read", "mark_written", "operator", "inplace", "unnamed")
+_NAMES = ("watch_access", "check_read", "mark_written", "operator", "inplace")
 
 
 def register(**hooks) -> None:
@@ -46,19 +44,16 @@ def register(**hooks) -> None:
 def accessor(t=None, kind: str = "r") -> tuple[str, str]:
     """``(op, operand)`` an error of a read (``kind="r"``) or write (``"w"``) of view ``t`` names:
     the running instruction and the parameter ``t`` was passed as (``core.ins.op``,
-    ``core.ins.role_of``; a write names a written role first). Outside any instruction: the
-    ``unnamed`` hook's answer if it has one, else the running nl function (``core.api``) or
-    "nki", and "operand". Called only when an error is being raised."""
+    ``core.ins.role_of``; a write names a written role first). Outside any instruction (a
+    host-side access such as ``tensor.np()`` or a kernel's return): the running nl function
+    (``core.api``) or "nki", and "operand". Called only when an error is being raised."""
     core = state.current.get()
     ins = core.ins if core is not None else None
     if ins is not None:
         return ins.op, ins.role_of(t, kind) if t is not None else "operand"
-    found = unnamed(t, kind) if unnamed is not None else None
-    if found is not None:
-        return found
     api = core.api if core is not None else None
     return (api or "nki"), "operand"
 
 
 __all__ = ["register", "accessor", "watch_access", "check_read", "mark_written", "operator",
-           "inplace", "unnamed"]
+           "inplace"]

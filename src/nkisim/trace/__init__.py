@@ -7,9 +7,3 @@ from .events import Instruction, Operand, Recording, active, record
 
 __all__ = ["Instruction", "Operand", "Recording", "record", "active"]
 
-
-def emit(*_args, **_info) -> None:
-    """Transitional: ops not yet declared as OpSpecs call this; it records nothing."""
-
-
-listeners: list = []     # transitional (see emit)

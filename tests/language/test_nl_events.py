@@ -12,12 +12,11 @@ import nkisim.trace as trace
 from nkisim.errors import BoundsError, MemorySpaceError, ShapeError
 
 F32 = np.float32
-HERE = "test_events.py"
-NOT_CONVERTED = pytest.mark.xfail(strict=False, reason="isa op not converted in this branch")
+HERE = "test_nl_events.py"
 
 
 def line_of(fn, text):
-    """``test_events.py:<line>`` of the first line of ``fn`` containing ``text``."""
+    """``test_nl_events.py:<line>`` of the first line of ``fn`` containing ``text``."""
     lines, start = inspect.getsourcelines(fn)
     return f"{HERE}:{start + next(i for i, s in enumerate(lines) if text in s)}"
 
@@ -81,7 +80,6 @@ def test_nl_kernel_elementwise_events():
     assert tt[1].reads[0].alloc == tt[0].writes[0].alloc        # multiply reads what add wrote
 
 
-@NOT_CONVERTED
 def test_nl_kernel_every_event():
     """Every instruction of the kernel, in issue order: loads and stores are dma_copy on the DMA
     engines, matmul(transpose_x=True) one nc_matmul on the Tensor engine, storing its PSUM result
@@ -322,14 +320,14 @@ def call_kernel(body):
 def test_unknown_keyword_of_ndarray():
     body = lambda x: nl.ndarray((4, 8), dtype=nl.float32, bufer=nl.sbuf)  # noqa: E731
     with pytest.raises(TypeError, match=r"^nl\.ndarray\(\) got an unexpected keyword argument 'bufer'; "
-                                        r"did you mean 'buffer'\? \(test_events\.py:\d+\)$"):
+                                        r"did you mean 'buffer'\? \(test_nl_events\.py:\d+\)$"):
         nki.simulate(call_kernel(body))(np.ones((4, 8), F32))
 
 
 def test_unknown_keyword_of_load():
     body = lambda x: nl.load(x, dtyp=nl.bfloat16)  # noqa: E731
     with pytest.raises(TypeError, match=r"^nl\.load\(\) got an unexpected keyword argument 'dtyp'; did "
-                                        r"you mean 'dtype'\? \(test_events\.py:\d+\)$"):
+                                        r"you mean 'dtype'\? \(test_nl_events\.py:\d+\)$"):
         nki.simulate(call_kernel(body))(np.ones((4, 8), F32))
 
 
