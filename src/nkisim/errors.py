@@ -96,6 +96,10 @@ class UninitializedReadError(NkiError, RuntimeError):
     """An instruction read elements that were never written."""
 
 
+class ArgumentError(NkiError, ValueError):
+    """An argument value the op does not accept: an operator, enum member, axis or option."""
+
+
 class EngineError(NkiError, ValueError):
     """The op cannot run on the requested engine."""
 
@@ -114,6 +118,6 @@ class SimulatorOffError(RuntimeError):
 
 __all__ = [
     "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
-    "RaceError", "UninitializedReadError", "EngineError", "UnsupportedError", "DeadlockError",
+    "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
     "SimulatorOffError", "kernel_location",
 ]

@@ -98,3 +98,28 @@ def test_errors_inside_nkisim_kernels_name_the_kernel_line():
     m = re.search(r"\(norm\.py:(\d+)\)$", str(err.value))
     assert m, str(err.value)
     assert "gamma = nl.ndarray" in src[int(m.group(1)) - 1]
+
+
+def test_no_bare_nki_error_where_a_specific_class_fits():
+    hits = [f"{p.relative_to(SRC)}:{i}" for p, text in _sources()
+            for i, line in enumerate(text.splitlines(), 1) if "raise NkiError(" in line]
+    # only "called outside a simulated kernel" stays generic: no rule of an op is broken
+    assert sorted(h.split(":")[0] for h in hits) == ["isa/dispatch.py", "state.py"], hits
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: nisa.tensor_tensor(dst=t, data1=t, data2=t, op="not_an_op"),
+    lambda t: nisa.tensor_reduce(dst=t[:, 0:1], op=nl.exp, data=t, axis=1),
+    lambda t: nisa.tensor_copy(dst=t, src=t, engine="warp_drive"),
+])
+def test_a_bad_argument_value_is_an_argument_error(call):
+    from nkisim.errors import ArgumentError
+
+    def kernel(x):
+        t = nl.load(x)
+        call(t)
+        return x
+    with pytest.raises(ArgumentError) as err:
+        nki.simulate(kernel)(np.ones((128, 8), np.float32))
+    assert isinstance(err.value, ValueError)
+    assert "test_dispatch.py:" in str(err.value)

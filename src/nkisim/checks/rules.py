@@ -20,6 +20,15 @@ def tensor(op: str, name: str, x) -> NkiTensor:
     return x
 
 
+def tiles(op: str, target, **operands) -> None:
+    """Each named operand is a tensor in SBUF or PSUM with at most ``target.pmax`` partitions,
+    checked in the order given (the first broken rule raises)."""
+    for name, x in operands.items():
+        tensor(op, name, x)
+        on_chip(op, name, x)
+        partitions(op, name, x, target)
+
+
 def at_most(op: str, what: str, value: int, limit: int, target, unit: str = "", note: str = "") -> None:
     """``value`` <= ``limit``; ``note`` (e.g. "(vector engine transpose)") ends the message."""
     if value > limit:

@@ -106,10 +106,7 @@ def _activate_rules(opn, t, dst, op, data, bias, scale, reduce_row, reduce_res, 
     """The rules activation and activation_reduce share; Passed(scalar, (function, reduce row,
     reduce_cmd))."""
     fn = alu.lookup_act(op, opn, "op")
-    for nm, x in (("dst", dst), ("data", data)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
+    rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
     rules.column(opn, "scale", scale, p, t)

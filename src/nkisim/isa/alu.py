@@ -13,7 +13,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..errors import NkiError
+from ..errors import ArgumentError
 
 F32 = np.float32
 
@@ -216,17 +216,17 @@ def op_name(op, where: str = "nisa", param: str | None = None) -> str:
     name = op if isinstance(op, str) else getattr(op, "nki_name", None) or getattr(op, "name", None) \
         or getattr(op, "__name__", None)
     if not isinstance(name, str):
-        raise NkiError(where, f"{param + ' ' if param else ''}{op!r} is not an NKI operator")
+        raise ArgumentError(where, f"{param + ' ' if param else ''}{op!r} is not an NKI operator")
     return _ALIASES.get(name, name)
 
 
 def lookup_alu(op, where: str = "nisa", param: str | None = None) -> AluOp:
-    """The ALU row for ``op``; NkiError naming the op (and ``param``, the parameter that held it)
+    """The ALU row for ``op``; ArgumentError naming the op (and ``param``, the parameter that held it)
     if it is not an ALU operator."""
     name = op_name(op, where, param)
     row = ALU.get(name)
     if row is None:
-        raise NkiError(where, f"{param + ' ' if param else ''}{name} is not an ALU operator; expected one "
+        raise ArgumentError(where, f"{param + ' ' if param else ''}{name} is not an ALU operator; expected one "
                               f"of {', '.join(sorted(ALU))}")
     return row
 
@@ -237,7 +237,7 @@ def lookup_act(op, where: str = "nisa.activation", param: str | None = None) -> 
         name = "copy"
     fn = ACT.get(name)
     if fn is None:
-        raise NkiError(where, f"{param + ' ' if param else ''}{name} is not an activation function; "
+        raise ArgumentError(where, f"{param + ' ' if param else ''}{name} is not an activation function; "
                               f"expected one of {', '.join(sorted(ACT))}")
     return fn
 

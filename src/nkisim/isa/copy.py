@@ -232,10 +232,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
 def _tcp_rules(ins, dst, src, predicate, reverse_pred, name):
     """tensor_copy_predicated's rules (see its docstring)."""
     op, t = ins.op, ins.target
-    for nm, x in (("dst", dst), ("predicate", predicate)):
-        rules.tensor(op, nm, x)
-        rules.on_chip(op, nm, x)
-        rules.partitions(op, nm, x, t)
+    rules.tiles(op, t, dst=dst, predicate=predicate)
     rules.same_tile(op, "dst", dst, "predicate", predicate)
     rules.dtype_in(op, "predicate", predicate, _PREDICATE_DTYPES, t)
     if isinstance(src, NkiTensor):

@@ -38,10 +38,7 @@ def _tt_rules(ins, dst, data1, data2, op, engine, name):
         rules.engine_in(opn, eng, (_engine.vector, _engine.unknown), t, f"for bitvec op {row.name}")
     else:
         rules.engine_in(opn, eng, _TT_ENGINES, t)
-    for nm, x in (("dst", dst), ("data1", data1), ("data2", data2)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
+    rules.tiles(opn, t, dst=dst, data1=data1, data2=data2)
     rules.same_tile(opn, "data1", data1, "data2", data2)
     rules.same_tile(opn, "data1", data1, "dst", dst)
     rules.not_both_psum(opn, "data1", data1, "data2", data2)
@@ -114,10 +111,7 @@ def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, 
     row0 = alu.lookup_alu(op0, opn, "op0")
     row1 = alu.lookup_alu(op1, opn, "op1") if op1 is not None else None
     eng = as_enum(_engine, engine, opn)
-    for nm, x in (("dst", dst), ("data", data)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
+    rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
     rules.column(opn, "operand0", operand0, p, t)
@@ -230,14 +224,6 @@ def _int_operand(v, x):
     return np.asarray(0 if v is None else v).astype(x.dtype)
 
 
-def _tiles(opn, t, **tiles):
-    """Each named operand is an SBUF/PSUM tensor with at most pmax partitions."""
-    for nm, x in tiles.items():
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
-
-
 def _arith(opn, what, row, binary=False):
     if row.kind == "bitvec":
         raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators are supported")
@@ -252,7 +238,7 @@ def _stt_rules(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1,
     row1 = alu.lookup_alu(op1, opn, "op1")
     _arith(opn, "op0", row0)
     _arith(opn, "op1", row1, binary=True)
-    _tiles(opn, t, dst=dst, data=data, operand1=operand1)
+    rules.tiles(opn, t, dst=dst, data=data, operand1=operand1)
     rules.same_tile(opn, "data", data, "operand1", operand1)
     rules.same_tile(opn, "data", data, "dst", dst)
     rules.not_both_psum(opn, "data", data, "operand1", operand1)
@@ -294,7 +280,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
 def _recip_rules(ins, dst, data, name):
     """reciprocal's rules (see its docstring)."""
     opn, t = ins.op, ins.target
-    _tiles(opn, t, dst=dst, data=data)
+    rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     return Passed(_engine.vector)
 
@@ -331,7 +317,7 @@ def _exp_rules(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, na
     if cmd not in _EXP_CMDS:
         raise UnsupportedError(opn, f"reduce_cmd {cmd.name} is not supported; expected one of "
                                     f"{', '.join(c.name for c in _EXP_CMDS)}")
-    _tiles(opn, t, dst=dst, src=src)
+    rules.tiles(opn, t, dst=dst, src=src)
     rules.same_tile(opn, "src", src, "dst", dst)
     for nm, x in (("src", src), ("dst", dst)):
         if x.ndim > 4:
@@ -347,7 +333,7 @@ def _exp_rules(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, na
         raise ShapeError(opn, f"reduce_init {reduce_init!r} must be unset or 0.0 unless reduce_cmd is "
                               f"load_reduce, got reduce_cmd {cmd.name}")
     if reduce_res is not None:
-        _tiles(opn, t, reduce_res=reduce_res)
+        rules.tiles(opn, t, reduce_res=reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
         rules.dtype_in(opn, "reduce_res", reduce_res, _EXP_RES, t)
     return Passed(_engine.vector, cmd)

@@ -72,8 +72,8 @@ def as_enum(cls, value, op: str = "nisa"):
         try:
             return cls[str(value)]
         except KeyError:
-            from ..errors import NkiError
-            raise NkiError(op, f"{value!r} is not a valid {cls.__name__}; expected one of "
+            from ..errors import ArgumentError
+            raise ArgumentError(op, f"{value!r} is not a valid {cls.__name__}; expected one of "
                                f"{[m.name for m in cls]}") from None
 
 

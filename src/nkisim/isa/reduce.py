@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from . import alu
@@ -35,13 +35,6 @@ _SCALAR_REDUCE_CMDS = (_cmd.reset_reduce, _cmd.reduce, _cmd.load_reduce)
 _EXACT_INT = (_dt.int32, _dt.uint32)
 # An operator token this instruction does not take raises a bare NkiError, the class of
 # alu.lookup_alu's "not an ALU operator" (tests/corpus pins it); every other rule a subclass.
-
-
-def _tiles(opn, t, **tiles):
-    for nm, x in tiles.items():
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
 
 
 def _fold(row, a, axis):
@@ -78,9 +71,9 @@ def _tr_rules(ins, dst, op, data, axis, negate, keepdims, name):
     opn, t = ins.op, ins.target
     row = alu.lookup_alu(op, opn, "op")
     if row.name not in _REDUCE_OPS:
-        raise NkiError(opn, f"op {row.name} is not a reduction operator; expected one of "
+        raise ArgumentError(opn, f"op {row.name} is not a reduction operator; expected one of "
                             f"{', '.join(sorted(_REDUCE_OPS))}")
-    _tiles(opn, t, dst=dst, data=data)
+    rules.tiles(opn, t, dst=dst, data=data)
     axes = _axes(opn, axis, data)
     kept = data.shape[1:axes[0]]
     if dst.shape[0] != data.shape[0]:
@@ -134,8 +127,8 @@ def _tpr_rules(ins, dst, op, data, name):
     name_ = alu.op_name(op, opn, "op")
     name_ = "average" if name_ == "mean" else name_
     if name_ not in _PARTITION_OPS:
-        raise NkiError(opn, f"op {name_} is not supported; expected one of {', '.join(_PARTITION_OPS)}")
-    _tiles(opn, t, dst=dst, data=data)
+        raise ArgumentError(opn, f"op {name_} is not supported; expected one of {', '.join(_PARTITION_OPS)}")
+    rules.tiles(opn, t, dst=dst, data=data)
     rules.sbuf_only(opn, "data", data)
     rules.sbuf_only(opn, "dst", dst)
     if dst.shape[0] != 1:
@@ -187,7 +180,7 @@ def _tsr_rules(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, r
         raise DtypeError(opn, f"op0 {row0.name} is a bitvec operator; only arithmetic operators are supported")
     rrow = alu.lookup_alu(reduce_op, opn, "reduce_op")
     if rrow.name not in _SCALAR_REDUCE_OPS:
-        raise NkiError(opn, f"reduce_op {rrow.name} is not supported; expected one of "
+        raise ArgumentError(opn, f"reduce_op {rrow.name} is not supported; expected one of "
                             f"{', '.join(_SCALAR_REDUCE_OPS)}")
     if reverse0:
         raise UnsupportedError(opn, "reverse0=True is not supported yet (per the NKI docs)")
@@ -200,7 +193,7 @@ def _tsr_rules(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, r
     if cmd is not _cmd.load_reduce and reduce_init is not None:
         raise ShapeError(opn, f"reduce_init must be None unless reduce_cmd is load_reduce, got "
                               f"reduce_cmd {cmd.name}")
-    _tiles(opn, t, dst=dst, data=data)
+    rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]
     rules.column(opn, "operand0", operand0, p, t)
@@ -208,7 +201,7 @@ def _tsr_rules(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, r
     rules.column(opn, "reduce_init", reduce_init, p, t)
     rules.float32_operand(opn, "reduce_init", reduce_init)
     if reduce_res is not None:
-        _tiles(opn, t, reduce_res=reduce_res)
+        rules.tiles(opn, t, reduce_res=reduce_res)
         rules.column(opn, "reduce_res", reduce_res, p, t)
     return Passed(_engine.vector, (row0, rrow, cmd))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import rules
-from ..errors import DtypeError, NkiError
+from ..errors import ArgumentError, DtypeError
 from ..memory.access import read_f32, write
 from . import alu
 from .dispatch import Passed, instruction
@@ -28,11 +28,8 @@ def _tts_rules(ins, dst, data0, data1, initial, op0, op1, reverse0, reverse1, na
             raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "
                                   f"are supported")
         if row.unary and row.name != "bypass":
-            raise NkiError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
-    for nm, x in (("dst", dst), ("data0", data0), ("data1", data1)):
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
+            raise ArgumentError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
+    rules.tiles(opn, t, dst=dst, data0=data0, data1=data1)
     rules.same_tile(opn, "data0", data0, "data1", data1)
     rules.same_tile(opn, "data0", data0, "dst", dst)
     rules.not_both_psum(opn, "data0", data0, "data1", data1)
@@ -75,7 +72,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     payload of a NaN produced from two NaN inputs may differ). Every other pair, and every pair with
     fast paths off (``NKISIM_FAST_PATHS=0``), loops over the free dim with one vector op per step
     across partitions; the one-call form is counted as fast path ``scan_accumulate``.
-    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), NkiError (unary op).
+    Raises: ShapeError, MemorySpaceError, DtypeError (bitvec op), ArgumentError (unary op).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor_scan).
     """
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, NkiError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import read_f32, read_raw, write
 from ..memory.tensor import NkiTensor
 from . import alu
@@ -34,7 +34,7 @@ def _as_rules(ins, dst, pattern, channel_multiplier, on_true_tile, on_false_valu
     op, t = ins.op, ins.target
     row = alu.lookup_alu(cmp_op, op, "cmp_op")
     if row.kind != "compare":
-        raise NkiError(op, f"cmp_op must be a comparison operator, got {row.name}")
+        raise ArgumentError(op, f"cmp_op must be a comparison operator, got {row.name}")
     for nm, x in (("dst", dst), ("on_true_tile", on_true_tile)):
         rules.tensor(op, nm, x)
         rules.sbuf_only(op, nm, x)
@@ -70,7 +70,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     Dtypes: ``on_false_value`` an fp32 scalar; selected on_true elements keep their exact bits
     when dtypes match (Decision: a copy, NaN payloads included), otherwise go via fp32; the fill
     is rounded once into dst.dtype.
-    Raises: ShapeError, DtypeError, MemorySpaceError, NkiError (cmp_op not a comparison).
+    Raises: ShapeError, DtypeError, MemorySpaceError, ArgumentError (cmp_op not a comparison).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (affine_select).
     """
 
@@ -85,16 +85,13 @@ def _rs_rules(ins, dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce
     for nm, cmp in (("comp_op0", comp_op0), ("comp_op1", comp_op1)):
         row = alu.lookup_alu(cmp, op, nm)
         if row.name not in _RANGE_CMP:
-            raise NkiError(op, f"{nm} must be one of {', '.join(_RANGE_CMP)}, got {row.name}")
+            raise ArgumentError(op, f"{nm} must be one of {', '.join(_RANGE_CMP)}, got {row.name}")
         rows.append(row)
     cmd = as_enum(_cmd, reduce_cmd, op)
     _max_only(op, reduce_op)
     if cmd is _cmd.load_reduce:
         raise UnsupportedError(op, "reduce_cmd=load_reduce is not supported (no initial value)")
-    for nm, x in (("dst", dst), ("on_true_tile", on_true_tile)):
-        rules.tensor(op, nm, x)
-        rules.on_chip(op, nm, x)
-        rules.partitions(op, nm, x, t)
+    rules.tiles(op, t, dst=dst, on_true_tile=on_true_tile)
     rules.same_tile(op, "dst", dst, "on_true_tile", on_true_tile)
     if not _dt.is_float(on_true_tile.dtype):
         raise DtypeError(op, f"on_true_tile dtype {_dt.name(on_true_tile.dtype)} is not a float dtype")
@@ -121,10 +118,7 @@ def _rs_compute(ins, dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, redu
     mask = rows[0].fn(idx, read_f32(bound0).reshape(p, 1)).astype(bool)
     mask &= rows[1].fn(idx, read_f32(bound1).reshape(p, 1)).astype(bool)
     values = np.where(mask, x, F32(FP32_MIN))
-    _accumulate(core, cmd, values, p)
-    write(dst, values)
-    if reduce_res is not None:
-        write(reduce_res, accumulator(core, "vec", p)[:p].reshape(p, 1))
+    _write_and_reduce(core, cmd, dst, values, reduce_res, p)
 
 
 @instruction(reads=("on_true_tile", "bound0", "bound1"), writes=("dst", "reduce_res"), rules=_rs_rules,
@@ -143,7 +137,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
     take the max with this result (Decision: the fp32 values before rounding, so an all-false row
     reduces to FP32_MIN, not -inf); idle leaves it; load_reduce is not supported. ``reduce_res``
     then receives the accumulator. Buffers: SBUF or PSUM. Targets: trn2 and newer. Engine: Vector.
-    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError, NkiError.
+    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError, ArgumentError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (range_select).
     """
 
@@ -156,10 +150,7 @@ def _sr_rules(ins, dst, predicate, on_true, on_false, reduce_res, reduce_cmd, re
     _max_only(op, reduce_op)
     if cmd is _cmd.load_reduce:
         raise UnsupportedError(op, "reduce_cmd=load_reduce is not supported (no initial value)")
-    for nm, x in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
-        rules.tensor(op, nm, x)
-        rules.on_chip(op, nm, x)
-        rules.partitions(op, nm, x, t)
+    rules.tiles(op, t, dst=dst, predicate=predicate, on_true=on_true)
     rules.same_tile(op, "on_true", on_true, "dst", dst)
     rules.same_tile(op, "on_true", on_true, "predicate", predicate)
     rules.not_both_psum(op, "on_true", on_true, "predicate", predicate)
@@ -184,10 +175,7 @@ def _sr_compute(ins, dst, predicate, on_true, on_false, reduce_res, reduce_cmd, 
     if reverse_pred:
         mask = ~mask
     values = np.where(mask, pf(read_f32(on_true)), column_f32(on_false, 2))
-    _accumulate(core, cmd, values, p)
-    write(dst, values)
-    if reduce_res is not None:
-        write(reduce_res, accumulator(core, "vec", p)[:p].reshape(p, 1))
+    _write_and_reduce(core, cmd, dst, values, reduce_res, p)
 
 
 @instruction(reads=("predicate", "on_true", "on_false"), writes=("dst", "reduce_res"), rules=_sr_rules,
@@ -205,7 +193,7 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
     accumulator (Decision: also after idle, so pass reset_reduce to get this row's max).
     load_reduce is not supported. Buffers: SBUF or PSUM; on_true and predicate not both in PSUM.
     Engine: Vector.
-    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError, NkiError.
+    Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError, ArgumentError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (select_reduce).
     """
 
@@ -218,7 +206,7 @@ def _scalar(op, name, v) -> F32:
 
 def _max_only(op, reduce_op):
     if alu.op_name(reduce_op, op, "reduce_op") != "maximum":
-        raise NkiError(op, f"reduce_op must be nl.maximum, got {alu.op_name(reduce_op)}")
+        raise ArgumentError(op, f"reduce_op must be nl.maximum, got {alu.op_name(reduce_op)}")
 
 
 def _reduce_res(op, reduce_res, p, t):
@@ -228,6 +216,15 @@ def _reduce_res(op, reduce_res, p, t):
     rules.column(op, "reduce_res", reduce_res, p, t)
     if not _dt.is_float(reduce_res.dtype):
         raise DtypeError(op, f"reduce_res dtype {_dt.name(reduce_res.dtype)} is not a float dtype")
+
+
+def _write_and_reduce(core, cmd, dst, values, reduce_res, p):
+    """Apply ``cmd`` to the accumulator with ``values``, write them to ``dst`` and, when given,
+    the accumulator's per-partition result to ``reduce_res`` (P, 1)."""
+    _accumulate(core, cmd, values, p)
+    write(dst, values)
+    if reduce_res is not None:
+        write(reduce_res, accumulator(core, "vec", p)[:p].reshape(p, 1))
 
 
 def _accumulate(core, cmd, values, p):

@@ -19,10 +19,8 @@ F32 = np.float32
 
 
 def _tiles(opn, t, **tiles):
-    for nm, x in tiles.items():
-        rules.tensor(opn, nm, x)
-        rules.on_chip(opn, nm, x)
-        rules.partitions(opn, nm, x, t)
+    """``rules.tiles``, and every operand has the first one's partition count."""
+    rules.tiles(opn, t, **tiles)
     first = next(iter(tiles))
     for nm, x in tiles.items():
         if x.shape[0] != tiles[first].shape[0]:

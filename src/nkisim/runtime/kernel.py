@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .. import state
 from ..config import SIMULATE_OPTIONS, Settings
-from ..errors import NkiError, SimulatorOffError
+from ..errors import ArgumentError, SimulatorOffError, UnsupportedError
 from . import launch as _launch
 
 _SIM_OPTIONS = SIMULATE_OPTIONS      # one per knob of the settings table that has an option
@@ -46,7 +46,7 @@ class Kernel:
         except (TypeError, ValueError):
             raise TypeError(f"kernel grid must be integers, got {grid!r}") from None
         if len(grid) != 1:
-            raise NkiError("nki.jit", f"launch grid {list(grid)} is not supported: Beta 2 kernels launch as "
+            raise UnsupportedError("nki.jit", f"launch grid {list(grid)} is not supported: Beta 2 kernels launch as "
                                       f"kernel[1] or kernel[2] (LNC2)", where="?")
         return Kernel(self.func, grid, self.options)
 
@@ -127,7 +127,7 @@ def program_id(axis: int = 0) -> int:
     """Index of this core on grid ``axis``: 0/1 under LNC2, 0 for a plain call."""
     c = state.core("nl.program_id")
     if axis != 0 and not (axis == 0 or axis < c.launch.program_ndim):
-        raise NkiError("nl.program_id", f"axis {axis} out of range for a {c.launch.program_ndim}-d grid")
+        raise ArgumentError("nl.program_id", f"axis {axis} out of range for a {c.launch.program_ndim}-d grid")
     return c.core_id if axis == 0 else 0
 
 
