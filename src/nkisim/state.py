@@ -32,6 +32,7 @@ class LaunchState:
         self.core_events: list = []            # one event list per core (while recording)
         self.fast_counts = None                # Counter of fast paths taken (while recording)
         self.next_id = 0                       # shared_hbm allocation ids
+        self.param_names: tuple = ()           # kernel parameter names (argument ids in events)
 
     def count(self, fast_path: str) -> None:
         """Count one firing of a fast path (only while recording)."""

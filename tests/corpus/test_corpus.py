@@ -20,7 +20,7 @@ import invalid_kernels as bad
 import valid_kernels as good
 import nkisim.nki as nki
 from nkisim.errors import (BoundsError, CapacityError, DeadlockError, DtypeError, EngineError,
-                           MemorySpaceError, NkiError, RaceError, ShapeError, UninitializedReadError,
+                           MemorySpaceError, NkiError, ArgumentError, RaceError, ShapeError, UninitializedReadError,
                            UnsupportedError)
 
 STRICT = dict(detect_races=True, uninitialized_reads="raise")
@@ -300,25 +300,25 @@ BAD = [
     Bad(bad.exponential_fp16_max_value, DtypeError, "nisa.exponential: max_value dtype float16 must be float32",
         target="trn3"),
     # unknown op tokens and bad enum values
-    Bad(bad.unknown_alu_op, NkiError,
+    Bad(bad.unknown_alu_op, ArgumentError,
         Re(r"nisa\.tensor_tensor: op frobnicate is not an ALU operator; " + _ALU_NAMES)),
-    Bad(bad.unknown_activation, NkiError,
+    Bad(bad.unknown_activation, ArgumentError,
         Re(r"nisa\.activation: op bitwise_xor is not an activation function; " + _ALU_NAMES)),
-    Bad(bad.compare_op_as_reduction, NkiError,
+    Bad(bad.compare_op_as_reduction, ArgumentError,
         "nisa.tensor_reduce: op greater is not a reduction operator; expected one of add, bitwise_and, "
         "bitwise_or, bitwise_xor, logical_and, logical_or, logical_xor, maximum, minimum, multiply, "
         "subtract"),
-    Bad(bad.bad_engine_value, NkiError,
+    Bad(bad.bad_engine_value, ArgumentError,
         "nisa.tensor_copy: 99 is not a valid engine; expected one of ['unknown', 'tensor', 'scalar', "
         "'gpsimd', 'dma', 'vector', 'sync']"),
-    Bad(bad.bad_dge_mode_value, NkiError,
+    Bad(bad.bad_dge_mode_value, ArgumentError,
         "nisa.dma_copy: 7 is not a valid dge_mode; expected one of ['unknown', 'swdge', 'hwdge', 'none']"),
-    Bad(bad.bad_reduce_cmd_value, NkiError,
+    Bad(bad.bad_reduce_cmd_value, ArgumentError,
         "nisa.activation: 'accumulate' is not a valid reduce_cmd; expected one of ['idle', 'reset', "
         "'reduce', 'reset_reduce', 'load_reduce']"),
-    Bad(bad.bad_oob_mode_value, NkiError,
+    Bad(bad.bad_oob_mode_value, ArgumentError,
         "nisa.dma_copy: 2 is not a valid oob_mode; expected one of ['error', 'skip']"),
-    Bad(bad.unknown_op1_token, NkiError,
+    Bad(bad.unknown_op1_token, ArgumentError,
         Re(r"nisa\.tensor_scalar: op1 frobnicate is not an ALU operator; " + _ALU_NAMES)),
 ]
 
@@ -572,7 +572,7 @@ def test_every_error_class_is_exercised():
     kinds = {c.error for c in BAD}
     assert kinds == {ShapeError, MemorySpaceError, DtypeError, UnsupportedError, BoundsError,
                      CapacityError, RaceError, UninitializedReadError, DeadlockError, EngineError,
-                     NkiError}
+                     ArgumentError}         # no case is a bare NkiError: every rule has its class
 
 
 def test_deadlocks_never_hang():

@@ -352,11 +352,14 @@ def test_indirect_gather_event_notes_the_rows_copied(rng, fast):
     g = ev[2]
     assert (g.op, g.engine, g.location) == ("dma_copy", "dma", line(__file__, "gather"))
     assert g.options["indirect"] is True and g.options["rows"] == 3 and g.options["oob_mode"] == "skip"
-    assert roles(g.reads) == [("src", "private_hbm", (10, 6), "float32", 240)]     # the base tensor
+    # the gathered elements (the access pattern's shape) and the index tile the rows came from
+    assert roles(g.reads) == [("src", "private_hbm", (5, 6), "float32", 120),
+                              ("src.index", "sbuf", (5, 1), "int32", 20)]
+    assert g.reads[0].alloc == "arg:table" and g.reads[0].contiguous_bytes == 24   # one row
     assert roles(g.writes) == [("dst", "sbuf", (5, 6), "float32", 120)]
 
 
-def test_indirect_scatter_event_names_the_base_as_dst(rng):
+def test_indirect_scatter_event_names_the_scattered_elements_and_the_index(rng):
     table = np.zeros((6, 4), np.float32)
     idx = np.array([[4], [1]], np.int32)
     out, ev = record(_indirect(2, scatter=True), table, idx)
@@ -365,8 +368,10 @@ def test_indirect_scatter_event_names_the_base_as_dst(rng):
     np.testing.assert_array_equal(out, want)
     s = ev[-1]
     assert s.location == line(__file__, "scatter") and s.options["rows"] == 2
-    assert roles(s.writes) == [("dst", "private_hbm", (6, 4), "float32", 96)]
-    assert roles(s.reads) == [("src", "sbuf", (2, 4), "float32", 32)]
+    assert roles(s.writes) == [("dst", "private_hbm", (2, 4), "float32", 32)]
+    assert s.writes[0].alloc == "arg:table"
+    assert roles(s.reads) == [("src", "sbuf", (2, 4), "float32", 32),
+                              ("dst.index", "sbuf", (2, 1), "int32", 8)]
 
 
 def test_indirect_index_values_are_checked_on_every_call(rng):

@@ -97,7 +97,7 @@ def test_tiled_matmul_events_match_the_kernel(fast):
     for k in range(2):
         la, lb, mm = ev[3 * k:3 * k + 3]
         assert _roles(la.reads) == [("src", "private_hbm", (128, M), "float32", 128 * M * f4)]
-        assert la.reads[0].alloc.startswith("arg:")
+        assert la.reads[0].alloc == "arg:lhsT" and lb.reads[0].alloc == "arg:rhs"
         assert _roles(la.writes) == [("dst", "sbuf", (128, M), "float32", 128 * M * f4)]
         assert la.writes[0].partitions == 128 and la.writes[0].contiguous_bytes == M * f4
         assert la.reads[0].contiguous_bytes == 128 * M * f4      # 128 whole rows of lhsT
@@ -163,7 +163,8 @@ def test_lnc2_events_per_core_in_issue_order():
         la, lb, add, st = ev[4 * core:4 * core + 4]
         assert _roles(add.reads) == [("data1", "sbuf", (128, 32), "float32", 128 * 32 * 4),
                                      ("data2", "sbuf", (128, 32), "float32", 128 * 32 * 4)]
-        assert la.reads[0].buffer == "shared_hbm" and la.reads[0].alloc.startswith("arg:")
+        assert la.reads[0].buffer == "shared_hbm" and la.reads[0].alloc == "arg:a"
+        assert lb.reads[0].alloc == "arg:b"
         assert add.writes[0].alloc.startswith(f"c{core}.")
         assert st.writes[0].alloc == ev[3].writes[0].alloc          # the one shared output
     # the same kernel under LNC1 traces like core 0 (only its row range differs: none here)
@@ -205,8 +206,48 @@ def test_unknown_keyword_raises_type_error_with_suggestion_and_line():
         nki.simulate(k)(np.ones((128, 8), np.float32))
 
 
+def test_a_misspelt_required_keyword_is_named_before_the_missing_argument():
+    def k(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=t, data1=t, dat2=t, op=nl.add)  # ev:kw2
+    with pytest.raises(TypeError, match=re.escape(
+            "nisa.tensor_tensor() got an unexpected keyword argument 'dat2'; did you mean "
+            f"'data2'? ({line('kw2')})")):
+        nki.simulate(k)(np.ones((128, 8), np.float32))
+
+    def k2(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(t, t, op=nl.add)  # ev:kw3
+    with pytest.raises(TypeError, match=re.escape(
+            f"nisa.tensor_tensor() missing 1 required argument: 'data2' ({line('kw3')})")):
+        nki.simulate(k2)(np.ones((128, 8), np.float32))
+
+    def k3(x):
+        nisa.nc_matmul(dst=x)  # ev:kw4
+    with pytest.raises(TypeError, match=re.escape(
+            f"nisa.nc_matmul() missing 2 required arguments: 'stationary', 'moving' ({line('kw4')})")):
+        nki.simulate(k3)(np.ones((128, 8), np.float32))
+
+
 def test_generated_ops_keep_the_documented_signature():
     sig = inspect.signature(nisa.tensor_tensor)
     assert list(sig.parameters) == ["dst", "data1", "data2", "op", "engine", "name"]
     assert sig.parameters["engine"].default is nisa.engine.unknown
     assert "dst = op(data1, data2)" in nisa.tensor_tensor.__doc__
+
+
+def test_argument_allocation_ids_name_the_kernel_parameters():
+    def kernel(x, pair, *, scale_tile):
+        a = nl.load(x)
+        b = nl.load(pair[1])
+        c = nl.load(scale_tile)
+        nl.store(pair[0], value=nl.add(nl.add(a, b), c))
+        return pair[0]
+    ones = np.ones((128, 4), np.float32)
+    out = np.zeros_like(ones)
+    with trace.record() as rec:
+        nki.simulate(kernel)(ones, (out, ones * 2), scale_tile=ones * 3)
+    np.testing.assert_array_equal(out, ones * 6)
+    loads = [e.reads[0].alloc for e in rec if e.api == "nl.load"]
+    assert loads == ["arg:x", "arg:pair[1]", "arg:scale_tile"]
+    assert [e.writes[0].alloc for e in rec if e.api == "nl.store"] == ["arg:pair[0]"]

@@ -14,7 +14,6 @@ from ..errors import DtypeError, UnsupportedError
 from ..memory.access import read_f32, write
 from ..memory.tensor import NkiTensor
 from . import alu
-from .copy import note_scalars
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, reduce_cmd as _cmd
 from .operands import column_f32, pf
@@ -126,8 +125,6 @@ def _activate_rules(opn, t, dst, op, data, bias, scale, reduce_row, reduce_res, 
 def _activate(ins, dst, data, bias, scale, reduce_res):
     """op(data * scale + bias) into dst, and the ScalarE accumulator (core state) per reduce_cmd."""
     fn, reduce_row, cmd = ins.info
-    if ins.core.events is not None:
-        note_scalars(ins, bias=bias, scale=scale)
     p = data.shape[0]
     x = read_f32(data)
     s = column_f32(scale, x.ndim)

@@ -17,7 +17,7 @@ from ..errors import DtypeError, MemorySpaceError, ShapeError
 from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
-from .dispatch import Passed, instruction, plain
+from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine
 
 
@@ -32,14 +32,6 @@ def gpsimd_no_psum(op, engine, **operands):
         for name, t in operands.items():
             if t is not None and getattr(t, "buffer", None) is psum:
                 raise MemorySpaceError(op, f"{name} is in psum, which the gpsimd engine cannot access")
-
-
-def note_scalars(ins, **operands) -> None:
-    """Put the non-tensor values (scalars, None) of tensor-role parameters into the event's
-    options while recording. (Workaround: the dispatcher leaves every read/write role out of the
-    options, so a scalar ``operand0`` would vanish from the event; see the report of issue 10.)"""
-    if ins.core.events is not None:
-        ins.note(**{k: plain(v) for k, v in operands.items() if not isinstance(v, NkiTensor)})
 
 
 def _copy_rules(ins, dst, src, engine, name, dtype):
@@ -208,8 +200,6 @@ def _iota_rules(ins, dst, pattern, offset, channel_multiplier, name):
 
 
 def _iota_compute(ins, dst, pattern, offset, channel_multiplier, name):
-    if ins.core.events is not None:
-        note_scalars(ins, offset=offset)
     write(dst, affine_values(ins.op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size))
 
 
@@ -248,8 +238,6 @@ def _tcp_rules(ins, dst, src, predicate, reverse_pred, name):
 
 
 def _tcp_compute(ins, dst, src, predicate, reverse_pred, name):
-    if ins.core.events is not None:
-        note_scalars(ins, src=src)
     mask = read_raw(predicate).reshape(dst.shape) != 0
     if reverse_pred:
         mask = ~mask

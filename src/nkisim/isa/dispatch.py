@@ -135,15 +135,18 @@ def instruction(*, reads: tuple = (), writes: tuple = (), rules: Callable, compu
 def _generate(stub, spec: OpSpec):
     """A function with ``stub``'s exact signature that calls ``run(spec, (args...))``, and
     reports unknown keywords (Python would say only "unexpected keyword argument")."""
-    params, ns, seen_kwonly = [], {"_run": run, "_spec": spec, "_unknown_keywords": _unknown_keywords}, False
+    params, ns, seen_kwonly = [], {"_run": run, "_spec": spec, "_unknown_keywords": _unknown_keywords,
+                                   "_M": _MISSING, "_missing": _missing}, False
+    required = []
     for p in spec.signature.parameters.values():
         if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             raise TypeError(f"{spec.api}: only plain parameters are supported, not {p}")
         if p.kind is p.KEYWORD_ONLY and not seen_kwonly:
             params.append("*")
             seen_kwonly = True
-        if p.default is p.empty:
-            params.append(p.name)
+        if p.default is p.empty:        # defaulted to a sentinel: a misspelt keyword is named first
+            params.append(f"{p.name}=_M")
+            required.append(p.name)
         else:
             ns[f"_d_{p.name}"] = p.default
             params.append(f"{p.name}=_d_{p.name}")
@@ -155,10 +158,14 @@ def _generate(stub, spec: OpSpec):
     # The fast lane (fast paths on, nobody recording, not inside another instruction, rules
     # already passed for this signature) is run() with the memo hit inlined; anything else
     # goes through run().
+    check = ""
+    if required:
+        check = (f"    if {' or '.join(f'{n} is _M' for n in required)}:\n"
+                 f"        _missing(_spec, ({args}))\n")
     src = f"""def {stub.__name__}({', '.join(params)}, **_kw):
     if _kw:
         _unknown_keywords(_spec, _kw)
-    _c = _current.get()
+{check}    _c = _current.get()
     if _c is None or not _c.fast or _c.events is not None or _c.ins is not None or not _spec.memo:
         return _run(_spec, ({args}))
     try:
@@ -192,6 +199,23 @@ def _generate(stub, spec: OpSpec):
     return fn
 
 
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<required>"
+
+
+_MISSING = _Missing()     # the generated default of a required parameter
+
+
+def _missing(spec: OpSpec, args: tuple):
+    names = [n for n, a in zip(spec.names, args) if a is _MISSING]
+    listed = ", ".join(repr(n) for n in names)
+    raise TypeError(f"{spec.api}() missing {len(names)} required argument{'s' if len(names) > 1 else ''}: "
+                    f"{listed} ({kernel_location(2)})")
+
+
 def _unknown_keywords(spec: OpSpec, kw: dict):
     name = next(iter(kw))
     close = difflib.get_close_matches(name, spec.names, n=1)
@@ -202,8 +226,7 @@ def _unknown_keywords(spec: OpSpec, kw: dict):
 
 # ---- the memo key: every argument's static signature ----------------------------------------
 
-_SCALARS = (int, float, bool, str, type(None), np.float32, np.float64, np.int32, np.int64,
-            np.bool_, np.dtype)
+_SCALARS = (int, float, str, np.float32, np.float64, np.int32, np.int64, np.bool_, np.dtype)
 
 
 # The memo key of one call is a flat tuple: the target, then per argument (``name`` excepted:
@@ -211,7 +234,7 @@ _SCALARS = (int, float, bool, str, type(None), np.float32, np.float64, np.int32,
 # int: everything static about the view -- type, shape, strides, offset, dtype, buffer, its
 # allocation's shape and dtype, whether it reinterprets the storage -- so a rule reading any of
 # them cannot see a stale hit), an enum member's or operator token's id (they are singletons
-# that live as long as the process), or a scalar's (type, value) pair. Any other argument (a
+# that live as long as the process; so are None, True and False), or a scalar's (type, value) pair. Any other argument (a
 # list, an array, an indirect view, a register) makes the call unkeyable: its rules run.
 
 class _NoKey(Exception):
@@ -280,7 +303,8 @@ _NEXT = [0]
 # operator token, keyed by id)
 _KIND: dict = {t: 1 for t in _SCALARS}
 _SINGLETONS: set = {_enums.engine, _enums.dge_mode, _enums.oob_mode, _enums.reduce_cmd,
-                    _enums.matmul_perf_mode, _enums.nc_version, _enums.dma_engine, MemoryRegion}
+                    _enums.matmul_perf_mode, _enums.nc_version, _enums.dma_engine, MemoryRegion,
+                    type(None), bool}          # None, True and False are singletons too
 _KIND.update({t: 2 for t in _SINGLETONS})
 
 
@@ -413,9 +437,17 @@ def _event(ins: Ins) -> Instruction:
     spec, args, core = ins.spec, ins.args, ins.core
     reads = tuple(o for r in spec.reads if (o := operand(r, args[spec.index[r]])) is not None)
     writes = tuple(o for r in spec.writes if (o := operand(r, args[spec.index[r]])) is not None)
-    roles = set(spec.reads) | set(spec.writes) | {"name"}
+    # an indirect (gathered / scattered) operand also reads its index tile: role "<role>.index"
+    indexes = tuple(operand(f"{r}.index", a.index) for r in (*spec.reads, *spec.writes)
+                    if isinstance(a := args[spec.index[r]], IndirectTensor))
+    if indexes:
+        reads += indexes
+    roles = set(spec.reads) | set(spec.writes)
+    # options: every non-tensor argument but ``name``; a role parameter passed a scalar (an
+    # ``operand0=2.0``, an ``offset=3``) is an option too, one left at None is not
     options = {n: plain(a) for n, a in zip(spec.names, args)
-               if n not in roles and not isinstance(a, (NkiTensor, IndirectTensor))}
+               if n != "name" and not isinstance(a, (NkiTensor, IndirectTensor))
+               and not (a is None and n in roles)}
     if ins.extra:
         options.update(ins.extra)
     eng = ins.engine
@@ -426,9 +458,18 @@ def _event(ins: Ins) -> Instruction:
 
 
 def operand(role: str, t) -> Operand | None:
-    """The event operand of tensor ``t`` passed as ``role`` (None for a scalar or None)."""
+    """The event operand of tensor ``t`` passed as ``role`` (None for a scalar or None). An
+    indirect view is the elements it accesses: its shape, their bytes, runs of at most one row
+    (the rows are wherever the index tile says)."""
     if isinstance(t, IndirectTensor):
-        t = t.base
+        base = t.base
+        isz = base.dtype.itemsize
+        n = 1
+        for d in t.shape:
+            n *= d
+        return Operand(role=role, buffer=str(base.alloc.buffer), shape=t.shape,
+                       dtype=_dt.name(base.dtype), nbytes=n * isz, alloc=base.alloc.id, partitions=1,
+                       contiguous_bytes=_contiguous(t.shape[1:], t.steps[1:]) * isz)
     if not isinstance(t, NkiTensor):
         return None
     alloc = t.alloc

@@ -17,7 +17,7 @@ from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
 from . import alu
 from .activation import accumulator
-from .copy import gpsimd_no_psum, note_scalars
+from .copy import gpsimd_no_psum
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, reduce_cmd as _cmd
 from .operands import column_f32, pf
@@ -134,8 +134,6 @@ def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, 
 
 def _ts_compute(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
     row0, row1 = ins.info
-    if ins.core.events is not None:
-        note_scalars(ins, operand0=operand0, operand1=operand1)
     if row0.kind == "bitvec":
         x = read_raw(data)
         o0 = _int_operand(operand0, x)
@@ -248,8 +246,6 @@ def _stt_rules(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1,
 
 def _stt_compute(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1, name):
     row0, row1 = ins.info
-    if ins.core.events is not None:
-        note_scalars(ins, operand0=operand0)
     x = read_f32(data)
     x = _apply(row0, x, column_f32(operand0, x.ndim), reverse0)
     y = read_f32(operand1).reshape(x.shape)
@@ -342,8 +338,6 @@ def _exp_rules(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, na
 def _exp_compute(ins, dst, src, max_value, reduce_res, reduce_cmd, reduce_init, name):
     """exp into dst; the VectorE accumulator (core state) per reduce_cmd."""
     cmd = ins.info
-    if ins.core.events is not None:
-        note_scalars(ins, max_value=max_value, reduce_init=reduce_init)
     p = src.shape[0]
     x = read_f32(src)
     with np.errstate(over="ignore", invalid="ignore"):

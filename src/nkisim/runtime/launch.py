@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import functools
 import gc
+import inspect
 import os
 import sys
 import threading
@@ -191,9 +192,34 @@ def _alias_plan(arrays: list) -> dict:
 
 def _wrap(arr, launch, path, buffer):
     t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
+    if launch.recording is not None:            # ids appear in events only
+        t.alloc.id = _arg_id(path, launch.param_names)
     if launch.settings.detect_races:
         t.alloc.watch = races.watch_access
     return t
+
+
+def _param_names(func) -> tuple:
+    """The kernel's positional parameter names (empty when its signature cannot be read)."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _arg_id(path: str, names: tuple) -> str:
+    """An argument's allocation id in events: ``arg:`` and the kernel parameter it was passed
+    as, with any index into a tuple/list/dict argument (``arg:x``, ``arg:weights[1]``);
+    positional arguments beyond the named parameters keep their position (``arg:3``)."""
+    rest = path[len("argument "):]
+    head, bracket, tail = rest.partition("[")
+    if head.isdigit():
+        i = int(head)
+        head = names[i] if i < len(names) else head
+    elif head.startswith("'") and head.endswith("'"):
+        head = head[1:-1]
+    return f"arg:{head}{bracket}{tail}"
 
 
 def _bind_array(arr, conv, launch, path, bound, buffer, plan):
@@ -363,6 +389,7 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
     launch.recording = trace.active()
+    launch.param_names = _param_names(user_func) if launch.recording is not None else ()
     if launch.recording is not None:
         launch.fast_counts = Counter()
     buffer = shared_hbm if lnc > 1 else private_hbm
