@@ -124,3 +124,17 @@ def test_simulate_takes_exactly_the_table_options():
     with pytest.raises(TypeError, match=r"^nki\.simulate: unknown option\(s\) \['cpu_mode'\]; expected "
                                         + r"\[" + ", ".join(f"'{o}'" for o in SIMULATE_OPTIONS) + r"\]$"):
         nki.simulate(kernel, cpu_mode=True)
+
+
+def test_from_env_reuses_settings_until_the_environment_changes(monkeypatch):
+    from nkisim.config import Settings
+    monkeypatch.setenv("NKISIM_SEED", "3")
+    a = Settings.from_env()
+    assert Settings.from_env() is a and a.seed == 3
+    monkeypatch.setenv("NKISIM_SEED", "4")
+    b = Settings.from_env()
+    assert b.seed == 4 and b is not a
+    assert Settings.from_env(seed=9).seed == 9 and Settings.from_env().seed == 4
+    monkeypatch.setenv("NKISIM_SEED", "-1")
+    with pytest.raises(ValueError, match="NKISIM_SEED"):
+        Settings.from_env()

@@ -182,8 +182,29 @@ class Settings:
         """Settings from ``env`` (default ``os.environ``) by the table, then keyword overrides
         (a None override counts as not given). An overridden knob's variable is not read.
 
-        Raises ValueError naming the variable for a value its parser does not accept."""
-        env = os.environ if env is None else env
+        Raises ValueError naming the variable for a value its parser does not accept.
+        Settings are immutable, so a call reading ``os.environ`` reuses the Settings of the
+        last call that saw the same values of the table's variables and the same overrides
+        (a launch reads the environment up to three times)."""
+        if env is None:
+            env = os.environ
+            try:
+                key = (tuple(map(env.get, _ENV_VARS)), tuple(sorted(overrides.items())))
+                hit = _FROM_ENV.get(key)
+            except TypeError:             # an unhashable override: no reuse
+                key, hit = None, None
+            if hit is not None:
+                return hit
+            made = cls._from(env, overrides)
+            if key is not None:
+                if len(_FROM_ENV) >= 64:
+                    _FROM_ENV.clear()
+                _FROM_ENV[key] = made
+            return made
+        return cls._from(env, overrides)
+
+    @classmethod
+    def _from(cls, env, overrides) -> "Settings":
         kw = {}
         for knob in KNOBS:
             if overrides.get(knob.field) is None:
@@ -234,6 +255,8 @@ KNOBS: tuple = tuple(
     for f in dataclasses.fields(Settings))
 
 SIMULATE_OPTIONS: tuple = tuple(k.option for k in KNOBS if k.option)   # nki.simulate's keywords
+_ENV_VARS: tuple = tuple(v for k in KNOBS for v in k.env)
+_FROM_ENV: dict = {}      # (variable values, overrides) -> Settings (see Settings.from_env)
 
 
 def settings_table_markdown() -> str:

@@ -153,7 +153,7 @@ def _generate(stub, spec: OpSpec):
     args = ", ".join(spec.names) + ("," if len(spec.names) == 1 else "")
     keyed = ", ".join(_key_part(n) for n in spec.names if n != "name")
     name = "name" if "name" in spec.index else "None"
-    ns.update(_current=state.current, _NT=NkiTensor, _KIND2=_SINGLETONS, _vk=_value_key,
+    ns.update(_current=state.current, _NT=NkiTensor, _KIND2=_SINGLETONS, _vk=_value_key, _is=_intern_sig, _E=(),
               _NoKey=_NoKey, _Ins=Ins, _NkiError=NkiError, _NkiInstruction=NkiInstruction)
     # The fast lane (fast paths on, nobody recording, not inside another instruction, rules
     # already passed for this signature) is run() with the memo hit inlined; anything else
@@ -234,7 +234,8 @@ _SCALARS = (int, float, str, np.float32, np.float64, np.int32, np.int64, np.bool
 # int: everything static about the view -- type, shape, strides, offset, dtype, buffer, its
 # allocation's shape and dtype, whether it reinterprets the storage -- so a rule reading any of
 # them cannot see a stale hit), an enum member's or operator token's id (they are singletons
-# that live as long as the process; so are None, True and False), or a scalar's (type, value) pair. Any other argument (a
+# that live as long as the process; so are None, True and False), 0 for the empty tuple (ids are
+# positive, view ids negative), or a scalar's (type, value) pair. Any other argument (a
 # list, an array, an indirect view, a register) makes the call unkeyable: its rules run.
 
 class _NoKey(Exception):
@@ -261,8 +262,8 @@ def _value_key(a):
 
 def _key_part(n: str) -> str:
     """The key expression of parameter ``n`` (see ``_key_function``)."""
-    return (f"({n}._sig if type({n}) is _NT and {n}._sig is not None else "
-            f"id({n}) if type({n}) in _KIND2 else _vk({n}))")
+    return (f"(({n}._sig if {n}._sig is not None else _is({n})) if type({n}) is _NT else "
+            f"id({n}) if type({n}) in _KIND2 else 0 if {n} is _E else _vk({n}))")
 
 
 def _key_function(names):
@@ -275,7 +276,7 @@ def _key_function(names):
            f"        return (_t, {', '.join(_key_part(n) for n in keyed)},)\n"
            f"    except _NoKey:\n"
            f"        return None\n")
-    ns = {"_NT": NkiTensor, "_vk": _value_key, "_NoKey": _NoKey, "_KIND2": _SINGLETONS}
+    ns = {"_NT": NkiTensor, "_vk": _value_key, "_NoKey": _NoKey, "_KIND2": _SINGLETONS, "_is": _intern_sig, "_E": ()}
     exec(compile(src, "<nkisim memo key>", "exec"), ns)
     return ns["key"]
 
