@@ -90,7 +90,7 @@ class OpSpec:
     rules (a pure function of the arguments' static signature and the target, returning
     ``Passed``), the compute function and the memo of passed signatures."""
     __slots__ = ("op", "api", "names", "reads", "writes", "rules", "compute", "memo", "passed",
-                 "signature", "index", "name_at", "handle", "key")
+                 "signature", "index", "name_at", "handle", "key", "required")
 
     def __init__(self, op, api, signature, reads, writes, rules, compute, memo):
         self.op, self.api = op, api
@@ -106,6 +106,7 @@ class OpSpec:
         self.name_at = self.index.get("name")     # where the instruction's ``name`` argument is
         self.handle = NkiInstruction(api)         # the shared handle of unnamed instructions
         self.key = _key_function(self.names)      # (target, *args) -> memo key, or None
+        self.required = ()                        # indices of required parameters (_generate)
 
     def __repr__(self):
         return f"OpSpec({self.api})"
@@ -158,14 +159,13 @@ def _generate(stub, spec: OpSpec):
     # The fast lane (fast paths on, nobody recording, not inside another instruction, rules
     # already passed for this signature) is run() with the memo hit inlined; anything else
     # goes through run().
-    check = ""
-    if required:
-        check = (f"    if {' or '.join(f'{n} is _M' for n in required)}:\n"
-                 f"        _missing(_spec, ({args}))\n")
+    spec.required = tuple(spec.index[n] for n in required)
+    # A required argument left out is _M: it keys no memo entry (_vk raises _NoKey), so such a
+    # call always reaches run(), which names it; the fast lane pays nothing for the check.
     src = f"""def {stub.__name__}({', '.join(params)}, **_kw):
     if _kw:
         _unknown_keywords(_spec, _kw)
-{check}    _c = _current.get()
+    _c = _current.get()
     if _c is None or not _c.fast or _c.events is not None or _c.ins is not None or not _spec.memo:
         return _run(_spec, ({args}))
     try:
@@ -326,6 +326,9 @@ def register_token_type(cls) -> None:
 def run(spec: OpSpec, args: tuple):
     """Run one instruction: rules (memoised) -> compute -> event. Under ``findings="all"`` a
     broken rule (any NkiError of the instruction) is recorded and the instruction skipped."""
+    for i in spec.required:
+        if args[i] is _MISSING:
+            _missing(spec, args)
     core = _current.get()
     if core is None:
         raise NkiError(spec.api, "called outside a simulated kernel; run the kernel with "
