@@ -138,3 +138,24 @@ def test_from_env_reuses_settings_until_the_environment_changes(monkeypatch):
     monkeypatch.setenv("NKISIM_SEED", "-1")
     with pytest.raises(ValueError, match="NKISIM_SEED"):
         Settings.from_env()
+
+
+@pytest.mark.parametrize("given, want", [("no", False), ("Off", False), (" yes ", True), (0, False),
+                                         (1, True), (True, True), (False, False)])
+def test_flag_options_parse_like_the_environment(given, want):
+    from nkisim.config import Settings
+    s = Settings.from_env(detect_races=given, fast_paths=given, precise_fp=given)
+    assert (s.detect_races, s.fast_paths, s.precise_fp) == (want, want, want)
+
+
+@pytest.mark.parametrize("bad", ["maybe", 2, [1], 0.5])
+def test_a_flag_option_that_is_no_flag_raises(bad):
+    from nkisim.config import Settings
+    with pytest.raises(ValueError, match="detect_races: expected"):
+        Settings.from_env(detect_races=bad)
+
+
+def test_choice_options_are_case_insensitive_like_the_environment():
+    from nkisim.config import Settings
+    assert Settings.from_env(findings="All").findings == "all"
+    assert Settings.from_env(uninitialized_reads=" RAISE").uninitialized_reads == "raise"

@@ -16,6 +16,7 @@ How an environment value is read (the same for every knob; Decisions):
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
@@ -52,7 +53,23 @@ def _flag(var: str, value: str) -> bool:
         return True
     if v in _FALSE:
         return False
-    raise ValueError(f"{var}: expected 1/0 (or true/false), got {value!r}")
+    raise ValueError(f"{var}: expected 1/0, true/false, yes/no or on/off, got {value!r}")
+
+
+def _as_bool(field: str, value) -> bool:
+    """A flag given as a Settings field or ``nki.simulate`` option: a bool, 0/1, or a string the
+    environment variable would accept ("no" is off, never truthy). Raises ValueError otherwise."""
+    if isinstance(value, str):
+        return _flag(field, value.strip())
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):   # numpy's bool too
+        return bool(value)
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number in (0, 1):
+        return bool(number)
+    raise ValueError(f"{field}: expected True/False (or 1/0, 'yes'/'no'), got {value!r}")
 
 
 def _flag_choice(on: str, off: str) -> Callable[[str, str], str]:
@@ -79,7 +96,7 @@ def _int_flag(var: str, value: str) -> bool:
     try:
         return bool(int(value))
     except ValueError:
-        raise ValueError(f"{var}: expected an integer (0 or 1), got {value!r}") from None
+        raise ValueError(f"{var}: expected an integer (nonzero is on), got {value!r}") from None
 
 
 def _target(var: str, value: str) -> str:
@@ -163,6 +180,13 @@ class Settings:
         env=("VLLM_NEURON_DISABLE_NKI_KERNELS",), parse=_int_flag, option=False, layer="torch")
 
     def __post_init__(self):
+        for field, kind in _FIELD_KINDS.items():
+            value = getattr(self, field)
+            if kind is bool:
+                value = _as_bool(field, value)
+            elif kind is str and isinstance(value, str):
+                value = value.strip().lower()
+            object.__setattr__(self, field, value)
         object.__setattr__(self, "target", normalize_target(self.target, "Settings.target"))
         if self.uninitialized_reads not in ("sentinel", "raise"):
             raise ValueError(f"Settings.uninitialized_reads must be 'sentinel' or 'raise', "
@@ -256,6 +280,11 @@ KNOBS: tuple = tuple(
 
 SIMULATE_OPTIONS: tuple = tuple(k.option for k in KNOBS if k.option)   # nki.simulate's keywords
 _ENV_VARS: tuple = tuple(v for k in KNOBS for v in k.env)
+# field -> bool (a flag: parsed by _as_bool) or str (a choice: stripped, any case)
+_FIELD_KINDS: dict = {f.name: (bool if f.type in (bool, "bool") else
+                               str if isinstance(f.default, str) and f.name != "target" else None)
+                      for f in dataclasses.fields(Settings)}
+_FIELD_KINDS = {k: v for k, v in _FIELD_KINDS.items() if v is not None}
 _FROM_ENV: dict = {}      # (variable values, overrides) -> Settings (see Settings.from_env)
 
 
