@@ -239,6 +239,60 @@ def test_own_mamba_kernel_matches_the_numpy_scan():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+def online_softmax_attention(q, k, v):
+    """softmax(q.T @ k) @ v.T for one tile of 128 queries, the kv sequence in affine_range tiles
+    of 128 with a running max m, running sum l and accumulator acc carried across iterations
+    (the flash-attention pattern, written for this test). q, k: (d, S); v: (S, d)."""
+    d, sq = q.shape
+    skv = k.shape[1]
+    qt = load(q)
+    m = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+    l = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+    acc = nl.ndarray((sq, d), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=m, value=-1e30)
+    nisa.memset(dst=l, value=0.0)
+    nisa.memset(dst=acc, value=0.0)
+    for j in nl.affine_range(skv // 128):
+        kt, vt = load(k[:, j * 128:(j + 1) * 128]), load(v[j * 128:(j + 1) * 128, :])
+        s = nl.ndarray((sq, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=s, stationary=qt, moving=kt)
+        m_new = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=m_new, op=nl.maximum, data=s, axis=1)
+        nisa.tensor_tensor(dst=m_new, data1=m_new, data2=m, op=nl.maximum)
+        alpha = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=alpha, data1=m, data2=m_new, op=nl.subtract)
+        nisa.activation(dst=alpha, op=nl.exp, data=alpha)
+        neg = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=neg, data=m_new, op0=nl.multiply, operand0=-1.0)
+        p = nl.ndarray((sq, 128), dtype=nl.float32, buffer=nl.sbuf)
+        rowsum = nl.ndarray((sq, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(dst=p, op=nl.exp, data=s, reduce_op=nl.add, reduce_res=rowsum, bias=neg)
+        nisa.tensor_scalar(dst=l, data=l, op0=nl.multiply, operand0=alpha)
+        nisa.tensor_tensor(dst=l, data1=l, data2=rowsum, op=nl.add)
+        pt_ps = nl.ndarray((128, sq), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_transpose(dst=pt_ps, data=p)
+        pt = nl.ndarray((128, sq), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=pt, src=pt_ps)
+        pv = nl.ndarray((sq, d), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=pv, stationary=pt, moving=vt)
+        nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=alpha)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=pv, op=nl.add)
+        nisa.tensor_copy(dst=m, src=m_new)
+    nisa.tensor_scalar(dst=acc, data=acc, op0=nl.divide, operand0=l)
+    return store(acc)
+
+
+def test_online_softmax_attention_carries_its_state_across_affine_tiles():
+    rng = np.random.default_rng(16)
+    q = rng.uniform(-1, 1, (64, 128)).astype(np.float32)
+    k = rng.uniform(-1, 1, (64, 512)).astype(np.float32)
+    v = rng.uniform(-1, 1, (512, 64)).astype(np.float32)
+    s = q.astype(np.float64).T @ k
+    e = np.exp(s - s.max(1, keepdims=True))
+    want = (e / e.sum(1, keepdims=True)) @ v
+    np.testing.assert_allclose(both(online_softmax_attention, q, k, v), want, rtol=1e-4, atol=1e-5)
+
+
 def test_scratch_tile_declared_outside_the_loop_is_reused():
     """One SBUF tile written then read by every iteration: no iteration's values are lost."""
     def kernel(x):
