@@ -170,7 +170,7 @@ class _Track:
             self.pos = pos
 
     @staticmethod
-    def _meets(summary, sp, cols) -> bool:
+    def hits(summary, sp, cols) -> bool:
         offs, col = summary
         return offs.meets(*sp) and (cols is None or col.meets(*cols))
 
@@ -234,9 +234,9 @@ class LoopScope:
             cols = columns(t, tr.row) if tr.row else None
             if kind == "r":
                 # a read matters only where this loop wrote: it makes those values consumed
-                if tr._meets(tr.cur, sp, cols) or tr._meets(tr.past, sp, cols):
+                if tr.hits(tr.cur, sp, cols) or tr.hits(tr.past, sp, cols):
                     tr.log.append((pos, "r", t))
-            elif accumulation or not tr._meets(tr.past, sp, cols):
+            elif accumulation or not tr.hits(tr.past, sp, cols):
                 tr.log.append((pos, "w", t))
             else:
                 tr.flush()
