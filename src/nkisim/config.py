@@ -150,8 +150,9 @@ class Settings:
                     "default `\"sentinel\"`: they read NaN / 4)",
         env=("NKISIM_STRICT_UNINIT",), parse=_flag_choice("raise", "sentinel"))
     detect_races: bool = _knob(
-        False, "1: `affine_range` iterations and LNC2 cores touching the same elements without "
-               "ordering raise `RaceError`",
+        False, "1: `affine_range` iterations overwriting each other's unread HBM results, and LNC2 "
+               "cores touching the same shared-HBM elements without a barrier, raise `RaceError` "
+               "(loop-carried reads and accumulation are legal: `affine_range` is an alias of `range`)",
         env=("NKISIM_DETECT_RACES",), parse=_flag)
     iteration_order: Literal["program", "shuffled"] = _knob(
         "program", "1: run `affine_range` iterations in a seeded shuffled order to expose order "

@@ -370,11 +370,11 @@ def matmul_dst_crosses_bank_trn2(x):
 
 # ---- races ---------------------------------------------------------------------------------
 
-def affine_loop_carried_dependency(x):
-    acc = nl.zeros((4, 8), F32, name="acc")
+def affine_iterations_overlapping_output_tiles(x):
+    out = nl.ndarray((4, 8), dtype=F32, buffer=nl.shared_hbm, name="out")
     for i in nl.affine_range(2):
-        t = nl.zeros((4, 8), F32)
-        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)  # <- error
+        t = nl.zeros((4, 5), F32)
+        nisa.dma_copy(dst=out[:, 3 * i:3 * i + 5], src=t)  # <- error
 
 
 def affine_iterations_write_same_hbm_rows(x):

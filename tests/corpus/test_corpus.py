@@ -72,8 +72,9 @@ class Bad:
         return {start + i for i, text in enumerate(lines) if text.rstrip().endswith(MARK)}
 
 
-_RACE_LOOP = ("affine_range iterations must be independent: use sequential_range for a "
-              "loop-carried dependency (loop at {L})")
+_RACE_LOOP = ("and nothing read since: its values are lost. affine_range iterations must not overwrite "
+              "each other's unread HBM results (reading them in between is fine); give each iteration "
+              "its own elements, or use sequential_range if the last write is meant to win (loop at {L})")
 _ALU_NAMES = r"expected one of (\w+, )+\w+"
 
 BAD = [
@@ -230,12 +231,12 @@ BAD = [
         "nisa.nc_matmul: dst spans PSUM bytes 1024..3071 of its tensor, crossing a 2048-byte bank "
         "boundary; a matmul destination must lie within one bank on trn2"),
     # races
-    Bad(bad.affine_loop_carried_dependency, RaceError,
-        "nisa.tensor_tensor: data1 reads 32 element(s) of sbuf tensor 'acc' (4, 8) float32 in "
-        "affine_range iteration 1 that iteration 0 wrote ({L}); " + _RACE_LOOP),
+    Bad(bad.affine_iterations_overlapping_output_tiles, RaceError,
+        "nisa.dma_copy: dst writes 8 element(s) of shared_hbm tensor 'out' (4, 8) float32 in "
+        "affine_range iteration 1 that iteration 0 wrote ({L}) " + _RACE_LOOP),
     Bad(bad.affine_iterations_write_same_hbm_rows, RaceError,
         "nisa.dma_copy: dst writes 32 element(s) of shared_hbm tensor 'out' (4, 8) float32 in "
-        "affine_range iteration 1 that iteration 0 wrote ({L}); " + _RACE_LOOP),
+        "affine_range iteration 1 that iteration 0 wrote ({L}) " + _RACE_LOOP),
     Bad(bad.lnc2_shared_hbm_without_barrier, RaceError,
         Re(r"nisa\.dma_copy: core [01] (writes 8 element\(s\) of shared_hbm tensor 'argument 0' \(2, 8\) "
            r"that core [01] read|reads 8 element\(s\) of shared_hbm tensor 'argument 0' \(2, 8\) that "
@@ -488,6 +489,7 @@ GOOD = [
     # races
     Good(good.affine_iterations_write_distinct_rows, at((4, 8)), same),
     Good(good.sequential_accumulation, at((3, 4, 8)), lambda x: x.sum(axis=0)),
+    Good(good.affine_accumulation, at((3, 4, 8)), lambda x: x.sum(axis=0)),
     Good(good.affine_matmul_accumulation, at((256, 16), (256, 8)), mm),
     Good(good.lnc2_shared_hbm_with_barrier, at((2, 8)), lambda x: np.zeros((2, 8)), lnc=2),
     # uninitialised reads

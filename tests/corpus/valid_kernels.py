@@ -464,6 +464,13 @@ def sequential_accumulation(x):                       # x (3, 4, 8) -> sum over 
     return _store(acc)
 
 
+def affine_accumulation(x):                           # x (3, 4, 8) -> sum over dim 0
+    acc = nl.zeros((4, 8), F32)                       # affine_range is an alias of range
+    for i in nl.affine_range(3):
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=_load(x[i]), op=nl.add)
+    return _store(acc)
+
+
 def affine_matmul_accumulation(a, b):                 # a (256, 16), b (256, 8): K in 2 tiles
     ps = nl.ndarray((16, 8), dtype=F32, buffer=nl.psum)
     for k in nl.affine_range(2):

@@ -161,11 +161,12 @@ def test_rules_still_see_a_deferred_tile():
     def race(x):
         t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf, name="t")
         nisa.dma_copy(dst=t, src=x)
+        out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
         for i in nl.affine_range(2):
             u = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=u, src=t)               # every iteration reads t ...
-            nisa.tensor_copy(dst=t, src=u)               # ... and writes it: a race
-        return x
+            nisa.tensor_copy(dst=u, src=t)               # u: a deferred copy of t ...
+            nisa.dma_copy(dst=out, src=u)                # ... written over out by both: a race
+        return out
     with pytest.raises(RaceError):
         nki.simulate(race, detect_races=True)(np.zeros((4, 4), F32))
 

@@ -43,14 +43,14 @@ def test_uninitialised_read_names_the_instruction_and_the_read_role():
 
 def test_race_names_the_instruction_and_the_written_role():
     def kernel(x):
-        acc = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf, name="acc")
+        acc = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.shared_hbm, name="acc")
         for i in nl.affine_range(2):
             hooks_test_copy(dst=acc, src=x[i])
         return x
     with pytest.raises(RaceError,
-                       match=r"^nisa\.hooks_test_copy: dst writes 8 element\(s\) of sbuf tensor 'acc' "
+                       match=r"^nisa\.hooks_test_copy: dst writes 8 element\(s\) of shared_hbm tensor 'acc' "
                              r"\(2, 4\) float32 in affine_range iteration 1 that iteration 0 wrote "
-                             r"\(test_hooks\.py:\d+\); affine_range iterations must be independent"):
+                             r"\(test_hooks\.py:\d+\) and nothing read since"):
         nki.simulate(kernel, detect_races=True)(np.ones((2, 2, 4), np.float32))
 
 

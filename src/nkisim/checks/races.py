@@ -1,30 +1,52 @@
 """Race detection (``detect_races=True``, env NKISIM_DETECT_RACES=1).
 
-affine_range: iterations must be independent. For every tensor allocated before the loop, each
-element remembers the iteration that last wrote it and the iteration(s) that read it. An iteration
-that reads what another wrote, or writes what another read or wrote, raises RaceError naming the
-tensor, both iterations and both kernel lines. Exception (documented): ``nc_matmul`` accumulating
-into PSUM across iterations. Nested affine loops are checked each at its own level; tensors
-allocated inside an iteration are private to it.
+What the docs say. The current pages define ``affine_range`` (like ``sequential_range`` and
+``static_range``) as a deprecated alias of Python's ``range()``: a loop unrolled at
+specialization time whose iterations run in program order (nki/api/nki/language/__init__.py
+``affine_range``; nki/get-started/about/index.rst "behave as aliases of range()";
+nki/deep-dives/nki-dynamic-loops.rst: affine_range was "formerly for parallel iterations with no
+loop-carried dependency"). One core's instructions are ordered by their data dependencies, so no
+access pattern inside one core is a race. Even the older, parallel affine_range docstring (up to
+release 2.27, Dec 2025, same file) said "associative reductions are not considered loop carried
+dependencies", e.g. "multiple nl.matmul or nisa.nc_matmul calls accumulating into the same output
+buffer defined outside of this loop level" (``+=`` in the matmul tutorial); the fused-Mamba
+tutorial (nki/guides/tutorials/fused_mamba.rst) accumulates into an SBUF tile the same way,
+``tensor_tensor(dst=acc, data1=acc, data2=x, op=add)`` across affine_range iterations.
 
-LNC2: for ``shared_hbm`` tensors, each element remembers, per core, the sync epoch (number of
-``core_barrier``/``sendrecv`` points passed) of its last write and read. A core touching an element
-the other core wrote (or writing one it read) in the same epoch raises RaceError: there was no
-barrier between the two accesses.
+Decision (what is checked). (1) LNC2: the two cores of a launch really run at once. For
+``shared_hbm`` tensors each element remembers, per core, the sync epoch (number of
+``core_barrier``/``sendrecv`` points passed) of its last write and read; a core touching an
+element the other core wrote (or writing one it read) in the same epoch raises RaceError: there
+was no barrier between the two accesses. (2) affine_range: reads of what an earlier iteration
+wrote are legal (loop-carried state such as a scan, in-place updates, accumulation into SBUF or
+PSUM: nc_matmul, ``+=``, ``tensor_tensor`` with dst also an input), and so is any use of on-chip
+tiles (SBUF, PSUM) declared outside the loop: reusing a scratch tile, resetting a carried state,
+discarding an unused result are ordinary in-order code. What stays an error is an iteration
+*overwriting HBM elements another iteration wrote that nothing has read since* (a lost write):
+under the former parallel meaning that was a write-write race, under the current one the earlier
+iteration's results never reach the caller — the signature of an output tile index that does
+not depend on the loop variable, or of overlapping output tiles. Accumulating writes consume the
+old values, so they are never lost writes; any read (by any iteration) makes values consumed.
+Writes before the loop and tensors allocated inside an iteration (private to it) are not looked
+at; nested affine loops are checked each at its own level. ``sequential_range``,
+``static_range`` and ``nl.range`` declare that order matters (the last write may be meant to
+win): not checked.
 
 Cost: per allocation (per loop, or per launch for LNC2) a summary keeps the storage-offset
-intervals (each access's [first, last] element) touched by the other iterations (by the other
-core in the same epoch) and, in loops, the columns they touched (storage cut in rows of the
-allocation's last dims). An access whose span misses every summary it could race with is safe:
-it is only logged. The per-element marks (int32 views with the tensor view's strides) are built,
-from the log in order, only when an access's span does meet one (or the log grows long), so the
-per-element check then sees exactly the state it would have seen had every access been applied
-at once: the same findings, the same messages. Kernel inputs only read, outputs written tile by
-tile, column blocks of one tile and PSUM accumulators never reach the per-element path.
+intervals (each access's [first, last] element) written by the other iterations (touched by the
+other core in the same epoch) and, in loops, the columns they wrote (storage cut in rows of the
+allocation's last dims). A plain write whose span misses that summary overwrites nothing of
+another iteration: it is only logged; so are reads that meet what the loop wrote, and
+accumulating writes (in loops these never raise). The per-element marks (int32 views with the
+tensor view's strides) are built, from the log in order, only when an access's span does meet
+one (or the log grows long), so the per-element check then sees exactly the state it would have
+seen had every access been applied at once: the same findings, the same messages. Kernel inputs
+only read and outputs written tile by tile (column blocks included) never reach the per-element
+path.
 Decision: iterations are marked by their position in the loop, not their value, so a negative
-``affine_range`` start cannot collide with the "none" / "several" marks.
+``affine_range`` start cannot collide with the "none" mark.
 Operands are named by the running instruction (``memory.hooks.accessor``). Imports errors,
-dtypes, state, memory.hooks; registered with memory by ``checks/__init__``.
+dtypes, state, memory.buffers, memory.hooks; registered with memory by ``checks/__init__``.
 """
 from __future__ import annotations
 
@@ -37,9 +59,10 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state
 from ..errors import RaceError, kernel_location
+from ..memory.buffers import HBM
 from ..memory.hooks import accessor
 
-_NONE, _MANY = -1, -2
+_NONE = -1
 _MARK = np.int32               # iteration positions / epochs
 _LOG_MAX = 512                 # logged accesses per allocation before they are applied
 _MAX_INTERVALS = 4096          # past this an interval summary collapses to its hull
@@ -114,51 +137,45 @@ def columns(t, row: int) -> tuple[int, int]:
     return (lo, hi) if lo >= 0 and hi < row else (0, row - 1)
 
 
-def _summaries():
-    """Per kind (writes, non-matmul writes, reads): the storage offsets and the columns touched."""
-    return [(Intervals(), Intervals()) for _ in range(3)]
-
-
-_W, _NMW, _R = 0, 1, 2
-
-
 class _Track:
-    """One allocation in one affine loop: summaries of what the running iteration (``cur``) and
-    every other one (``past``) touched, the pending log, the per-element marks.
+    """One allocation in one affine loop: the offsets and columns written by the running iteration
+    (``cur``) and by every other one (``past``), the pending log, the per-element marks (``writer``:
+    the position of the iteration that last wrote an element in this loop; ``fresh``: nothing has
+    read it since).
 
-    An access misses a summary when its offset span misses the offsets or, for a multi-dim
-    allocation, its column span misses the columns (a column block of an SBUF tile spans
-    nearly every offset but few columns): either proves no element is shared."""
-    __slots__ = ("alloc", "row", "pos", "cur", "past", "log", "writer", "reader", "acc")
+    A plain write misses ``past`` when its offset span misses the offsets or, for a multi-dim
+    allocation, its column span misses the columns (a column block of an SBUF tile spans nearly
+    every offset but few columns): either proves it overwrites nothing another iteration wrote."""
+    __slots__ = ("alloc", "row", "pos", "cur", "past", "log", "writer", "fresh")
 
     def __init__(self, alloc):
         self.alloc = alloc
         shape = alloc.shape
         self.row = math.prod(shape[1:]) if len(shape) > 1 else 0     # 0: no column summary
         self.pos = None                               # the iteration ``cur`` belongs to
-        self.cur, self.past = _summaries(), _summaries()
-        self.log: list = []                           # (pos, kind, view, matmul) not yet applied
-        self.writer = self.reader = self.acc = None   # per-element marks, built on first need
+        self.cur, self.past = (Intervals(), Intervals()), (Intervals(), Intervals())
+        self.log: list = []                           # (pos, kind, view) not yet applied
+        self.writer = self.fresh = None               # per-element marks, built on first need
 
     def enter(self, pos: int) -> None:
         if pos != self.pos:
-            past, cur = self.past, self.cur
-            for k in range(3):
-                if cur[k][0]:
-                    if past[k][0]:
-                        past[k][0].merge(cur[k][0])
-                        past[k][1].merge(cur[k][1])
-                    else:
-                        past[k] = cur[k]
-                    cur[k] = (Intervals(), Intervals())
+            cur = self.cur
+            if cur[0]:
+                if self.past[0]:
+                    self.past[0].merge(cur[0])
+                    self.past[1].merge(cur[1])
+                else:
+                    self.past = cur
+                self.cur = (Intervals(), Intervals())
             self.pos = pos
 
-    def misses(self, kind: int, sp, cols) -> bool:
-        offs, col = self.past[kind]
-        return not offs.meets(*sp) or (cols is not None and not col.meets(*cols))
+    @staticmethod
+    def hits(summary, sp, cols) -> bool:
+        offs, col = summary
+        return offs.meets(*sp) and (cols is None or col.meets(*cols))
 
-    def note(self, kind: int, sp, cols) -> None:
-        offs, col = self.cur[kind]
+    def note(self, sp, cols) -> None:
+        offs, col = self.cur
         offs.add(*sp)
         if cols is not None:
             col.add(*cols)
@@ -166,19 +183,17 @@ class _Track:
     def flush(self) -> None:
         if self.writer is None:
             n = self.alloc.storage.size
-            self.writer, self.reader = np.full(n, _NONE, _MARK), np.full(n, _NONE, _MARK)
-            self.acc = np.zeros(n, np.bool_)
-        for pos, kind, t, matmul in self.log:
-            self.apply(pos, kind, t, matmul)
+            self.writer, self.fresh = np.full(n, _NONE, _MARK), np.zeros(n, np.bool_)
+        for pos, kind, t in self.log:
+            self.apply(pos, kind, t)
         self.log.clear()
 
-    def apply(self, pos, kind, t, matmul) -> None:
+    def apply(self, pos, kind, t) -> None:
         if kind == "w":
             marks_view(self.writer, t)[...] = pos
-            marks_view(self.acc, t)[...] = matmul
+            marks_view(self.fresh, t)[...] = True
         else:
-            r = marks_view(self.reader, t)
-            r[...] = np.where((r == _NONE) | (r == pos), pos, _MANY)
+            marks_view(self.fresh, t)[...] = False
 
 
 class LoopScope:
@@ -203,9 +218,11 @@ class LoopScope:
         self.pos = len(self.values)
         self.values.append(value)
 
-    def record(self, t, kind: str, matmul: bool) -> None:
+    def record(self, t, kind: str, accumulation: bool) -> None:
+        """One read ("r") or write ("w"); ``accumulation``: the write adds to the old values
+        (nc_matmul accumulating into PSUM, ``psum_tile += ...``), so it consumes them."""
         alloc = t.alloc
-        if alloc.serial >= self.start_serial or t.storage is not alloc.storage:
+        if alloc.serial >= self.start_serial or t.storage is not alloc.storage or alloc.buffer not in HBM:
             return
         tr = self.tracks.get(id(alloc))      # (also keeps the allocation, so its id, alive)
         if tr is None:
@@ -215,58 +232,43 @@ class LoopScope:
             pos = self.pos
             tr.enter(pos)
             cols = columns(t, tr.row) if tr.row else None
-            if kind == "w":
-                safe = tr.misses(_NMW if matmul else _W, sp, cols) and tr.misses(_R, sp, cols)
-            else:
-                safe = tr.misses(_W, sp, cols)
-            if safe:
-                tr.log.append((pos, kind, t, matmul))
-                if len(tr.log) > _LOG_MAX:
-                    tr.flush()
+            if kind == "r":
+                # a read matters only where this loop wrote: it makes those values consumed
+                if tr.hits(tr.cur, sp, cols) or tr.hits(tr.past, sp, cols):
+                    tr.log.append((pos, "r", t))
+            elif accumulation or not tr.hits(tr.past, sp, cols):
+                tr.log.append((pos, "w", t))
             else:
                 tr.flush()
-                self._check(tr, t, kind, matmul)
-                tr.apply(pos, kind, t, matmul)
+                self._check(tr, t)
+                tr.apply(pos, "w", t)
+            if len(tr.log) > _LOG_MAX:
+                tr.flush()
             if kind == "w":
-                tr.note(_W, sp, cols)
-                if not matmul:
-                    tr.note(_NMW, sp, cols)
-            else:
-                tr.note(_R, sp, cols)
+                tr.note(sp, cols)
         key = (id(alloc), self._iteration, kind)
         if key not in self.lines:
             self.lines[key] = kernel_location()
 
-    def _check(self, tr, t, kind, matmul) -> None:
-        """The per-element test of one access against the marks (raises RaceError)."""
+    def _check(self, tr, t) -> None:
+        """The per-element test of one plain write against the marks (raises RaceError)."""
         pos = self.pos
         w = marks_view(tr.writer, t)
-        other_w = (w != _NONE) & (w != pos)
-        if kind == "w":
-            if matmul:
-                other_w &= ~marks_view(tr.acc, t)
-            r = marks_view(tr.reader, t)
-            other_r = (r != _NONE) & (r != pos)
-            if other_w.any():
-                self._raise(t, "writes", "wrote", int(w[other_w][0]), "w", other_w)
-            if other_r.any():
-                self._raise(t, "writes", "read", int(r[other_r][0]), "r", other_r)
-        elif other_w.any():
-            self._raise(t, "reads", "wrote", int(w[other_w][0]), "w", other_w)
+        lost = (w != _NONE) & (w != pos) & marks_view(tr.fresh, t)
+        if lost.any():
+            self._raise(t, int(w[lost][0]), lost)
 
-    def _raise(self, t, verb, other_verb, j, other_kind, mask):
-        op, operand = accessor(t, "w" if verb == "writes" else "r")
+    def _raise(self, t, j, mask):
+        op, operand = accessor(t, "w")
         name = f"'{t.alloc.name}' " if t.alloc.name else ""
-        if j >= 0:
-            j = self.values[j]
-            other_line = self.lines.get((id(t.alloc), j, other_kind), "?")
-            other = f"iteration {j}"
-        else:
-            other_line, other = "?", "several other iterations"
-        raise RaceError(op, f"{operand} {verb} {int(mask.sum())} element(s) of {t.buffer} tensor {name}"
+        j = self.values[j]
+        other_line = self.lines.get((id(t.alloc), j, "w"), "?")
+        raise RaceError(op, f"{operand} writes {int(mask.sum())} element(s) of {t.buffer} tensor {name}"
                             f"{t.alloc.shape} {_dt.name(t.dtype)} in affine_range iteration {self.iteration} "
-                            f"that {other} {other_verb} ({other_line}); affine_range iterations must be "
-                            f"independent: use sequential_range for a loop-carried dependency "
+                            f"that iteration {j} wrote ({other_line}) and nothing read since: its values are "
+                            f"lost. affine_range iterations must not overwrite each other's unread HBM "
+                            f"results (reading them in between is fine); give each iteration its own "
+                            f"elements, or use sequential_range if the last write is meant to win "
                             f"(loop at {self.where})")
 
 
@@ -360,14 +362,15 @@ class SharedRaces:
                                 f"that core {other} {what} ({line}) with no core_barrier between")
 
 
-def watch_access(t, kind: str, matmul: bool) -> None:
-    """The per-allocation hook: record one read ("r") or write ("w") in every running affine loop
-    of the calling core and, under LNC2, in the launch's shared-HBM epochs."""
+def watch_access(t, kind: str, accumulation: bool) -> None:
+    """The per-allocation hook: record one read ("r") or write ("w"; ``accumulation``: it adds to
+    the old values) in every running affine loop of the calling core and, under LNC2, in the
+    launch's shared-HBM epochs."""
     core = state.current.get()
     if core is None:
         return
     for scope in core.loops:
-        scope.record(t, kind, matmul)
+        scope.record(t, kind, accumulation)
     launch = core.launch
     if launch.lnc > 1 and str(t.alloc.buffer) == "shared_hbm":
         if launch.shared_races is None:

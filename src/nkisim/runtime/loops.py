@@ -1,5 +1,5 @@
 """Kernel loops: ``affine_range``, ``sequential_range``, ``static_range``, ``range`` are Python
-iterables (compile-time unrolled loops); ``affine_range`` iterations must be independent.
+iterables (compile-time unrolled loops), all run in order (see affine_range for race detection).
 
 Source: aws-neuron-sdk nki/api/nki/language/__init__.py (loops). Imports state only.
 """
@@ -59,12 +59,18 @@ def _watched(core, order):
 
 
 def affine_range(start, stop=None, step=1):
-    """Iterations with no loop-carried dependency (PSUM matmul accumulation allowed)."""
+    """A deprecated alias of ``range()`` (current docs: nki/api/nki/language/__init__.py,
+    nki/get-started/about/index.rst): iterations run in order, so reading an earlier iteration's
+    results (a scan's state, ``+=``/nc_matmul/tensor_tensor accumulation) and reusing on-chip
+    tiles declared outside the loop are legal. Decision: with ``detect_races``, an iteration overwriting HBM elements another
+    iteration wrote and nothing read since raises RaceError (lost results: the former parallel
+    meaning's write-write race); ``iteration_order="shuffled"`` still runs it in a shuffled order."""
     return _Range("affine", start, stop, step)
 
 
 def sequential_range(start, stop=None, step=1):
-    """Iterations that may depend on earlier ones; always run in order."""
+    """A deprecated alias of ``range()`` (current docs); always runs in order, and race detection
+    does not look at its iterations (the last write may be meant to win)."""
     return _Range("sequential", start, stop, step)
 
 
