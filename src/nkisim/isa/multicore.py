@@ -9,7 +9,8 @@ rendezvous are runtime state, read by compute. Source: aws-neuron-sdk nki/api/nk
 from __future__ import annotations
 
 from ..checks import rules
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
+from ..memory.buffers import shared_hbm
 from ..memory.access import read_raw, write
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, dma_engine as _dma_engine
@@ -35,7 +36,10 @@ def _barrier_compute(ins, data, cores, engine, name):
     if core.launch.lnc < 2:
         raise UnsupportedError(ins.op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has "
                                        "one core")
-    core.launch.sync.exchange(core.core_id, ins.op, ("core_barrier",))
+    if data.buffer is not shared_hbm:
+        raise MemorySpaceError(ins.op, f"data is in {data.buffer}; must be in shared_hbm (the shared "
+                                       f"data both cores synchronise on)")
+    core.launch.sync.barrier(core.core_id, ins.op)
 
 
 @instruction(reads=("data",), rules=_barrier_rules, compute=_barrier_compute)
@@ -67,7 +71,15 @@ def _sendrecv_rules(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_en
         raise ShapeError(op, f"dst shape {dst.shape} must equal src shape {src.shape}")
     if src.dtype != dst.dtype:
         raise DtypeError(op, f"dst dtype {dst.dtype} must equal src dtype {src.dtype}")
-    return Passed(_engine.dma, as_enum(_dma_engine, dma_engine, op))
+    mode = as_enum(_dma_engine, dma_engine, op)
+    if mode is _dma_engine.gpsimd_dma:
+        isz = src.dtype.itemsize
+        limit = dict(ins.target.sendrecv_gpsimd_dma_partition_bytes).get(isz)
+        if limit is not None:
+            rules.at_most(op, f"src bytes per partition ({src.free_size} x {isz}-byte elements)",
+                          src.free_size * isz, limit, ins.target, unit=" bytes",
+                          note=f"with dma_engine=gpsimd_dma for {8 * isz}-bit types")
+    return Passed(_engine.dma, mode)
 
 
 def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine, name):
@@ -80,11 +92,19 @@ def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_
         if int(r) != peer:
             raise ShapeError(op, f"{nm} {int(r)} must be the other core's id {peer}")
     data = read_raw(src).copy()
-    got = core.launch.sync.exchange(core.core_id, op, ("sendrecv", int(pipe_id)), data)
-    if got.shape != dst.np().shape or got.dtype != dst.np().dtype:
-        raise ShapeError(op, f"core {peer} sent src {got.shape} {got.dtype} but dst on core "
-                             f"{core.core_id} is {dst.shape} {dst.dtype}; both cores must pass equal shapes")
-    write(dst, got)
+    me = core.core_id
+
+    def receive(got, where=None):
+        if got.shape != data.shape or got.dtype != data.dtype:
+            # src and dst have one shape on each core, so the mismatch reads the same from both
+            # cores; it is phrased for core 0's dst (Decision: the message does not depend on
+            # which core noticed first)
+            src1, dst0 = (got, data) if me == 0 else (data, got)
+            raise ShapeError(op, f"core 1 sent src {src1.shape} {src1.dtype} but dst on core 0 is "
+                                 f"{dst0.shape} {dst0.dtype}; both cores must pass equal shapes", where=where)
+        write(dst, got)
+
+    core.launch.sync.send(core, op, int(pipe_id), data, receive)
 
 
 @instruction(reads=("src",), writes=("dst",), rules=_sendrecv_rules, compute=_sendrecv_compute)

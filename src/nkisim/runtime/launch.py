@@ -16,6 +16,7 @@ import inspect
 import os
 import sys
 import threading
+import time
 import types
 from collections import Counter
 from typing import Any, Callable
@@ -25,7 +26,7 @@ import numpy as np
 from .. import arch, state, trace
 from ..checks import races
 from ..config import Settings
-from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError
+from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError, kernel_location
 from ..memory import access
 from ..memory.buffers import private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
@@ -39,44 +40,163 @@ from ..memory.tensor import NkiTensor
 ADAPTERS = {"torch": "nkisim.torch.convert"}
 
 
+class CoreStopped(BaseException):
+    """Raised inside a core's thread when its launch is cancelled (the other core failed, or the
+    caller's thread left the launch): the core stops at its next instruction or sync point. A
+    BaseException, so a kernel's ``except Exception`` cannot swallow it; never seen by callers."""
+
+
+_POLL_S = 0.25      # longest sleep of a waiting core between looks at its peer's progress
+
+
 class Rendezvous:
-    """Meeting point for LNC2 sync ops. The r-th sync call of every core meets the r-th of the
-    other: each posts (point, payload), waits for the peer's post of the same round, checks both
-    are the same kind of point, and takes the peer's payload. A peer that finished the kernel, or
-    that does not arrive within ``timeout`` seconds, makes the waiting core raise DeadlockError."""
+    """Meeting point for LNC2 sync ops, one channel per kind of point: ``core_barrier`` and each
+    ``sendrecv`` ``pipe_id``. The r-th call of a core on a channel meets the r-th call of the other
+    core on the same channel, so calls on different pipes progress independently (documented:
+    "Operations with different pipe_id values can progress independently without blocking each
+    other").
+
+    A core waiting at a point raises DeadlockError when no core can progress:
+    at once when the peer finished the kernel or waits itself at a point this core will not
+    reach (Decision: when both wait, core 0 reports, so the message does not depend on timing);
+    after ``timeout`` seconds in which the peer issued no instruction (a peer that keeps issuing
+    instructions is progressing: a long load imbalance is no deadlock). ``cancel()`` makes every
+    waiting or running core raise CoreStopped at its next instruction or sync point."""
 
     def __init__(self, parties: int, timeout: float):
         self.cond = threading.Condition()
-        self.rounds = [0] * parties
-        self.posts: dict = {}
+        self.rounds = [0] * parties            # sync points each core passed (race-check epochs)
+        self.channel_rounds = [dict() for _ in range(parties)]
+        self.posts: dict = {}                  # (channel, round, core) -> payload
         self.finished = [False] * parties
+        self.waiting: list = [None] * parties  # (point, key awaited) of a blocked core
+        self.pending: list = [[] for _ in range(parties)]   # receives not yet written (sendrecv)
+        self.cores: list = [None] * parties    # CoreState of each core (its seq shows progress)
         self.timeout = timeout
+        self.cancelled = False
 
-    def exchange(self, core_id: int, op: str, point: tuple, payload: Any = None) -> Any:
-        peer = 1 - core_id
+    # ---- cores --------------------------------------------------------------------------------
+    def attach(self, core) -> None:
         with self.cond:
-            r = self.rounds[core_id]
-            self.rounds[core_id] += 1
-            self.posts[(r, core_id)] = (point, payload)
-            self.posts.pop((r - 1, peer), None)
+            self.cores[core.core_id] = core
+            if self.cancelled:
+                self._stop_core(core)
+
+    def cancel(self) -> None:
+        """Stop every core at its next instruction (through ``before_ins``) or sync point."""
+        with self.cond:
+            self.cancelled = True
+            for c in self.cores:
+                if c is not None:
+                    self._stop_core(c)
             self.cond.notify_all()
-            arrived = self.cond.wait_for(lambda: (r, peer) in self.posts or self.finished[peer],
-                                         self.timeout)
-            if (r, peer) not in self.posts:
-                why = (f"core {peer} finished the kernel without reaching it" if arrived
-                       else f"core {peer} did not arrive within {self.timeout:g} s")
-                raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but {why}")
-            peer_point, peer_payload = self.posts[(r, peer)]
-        if peer_point != point:
-            raise DeadlockError(op, f"core {core_id} is at {_describe(point)} while core {peer} is at "
-                                    f"{_describe(peer_point)}; both cores must reach the same sync points "
-                                    f"in the same order")
-        return peer_payload
+
+    def _stop_core(self, core) -> None:
+        core.before_ins = self.before_instruction
+        core.fast = False          # the fast lane then takes run(), which calls before_ins
+
+    def before_instruction(self, ins) -> None:
+        """run()'s hook for a core that must stop or has receives to complete."""
+        if self.cancelled:
+            raise CoreStopped
+        if ins.spec.api not in _SYNC_APIS:
+            self.complete(ins.core)
 
     def core_finished(self, core_id: int):
         with self.cond:
             self.finished[core_id] = True
             self.cond.notify_all()
+
+    # ---- points -------------------------------------------------------------------------------
+    def _post(self, core_id: int, channel, payload) -> tuple:
+        """Post this core's next call on ``channel``; the key of the peer's matching call."""
+        r = self.channel_rounds[core_id].get(channel, 0)
+        self.channel_rounds[core_id][channel] = r + 1
+        self.rounds[core_id] += 1
+        self.posts[(channel, r, core_id)] = payload
+        self.cond.notify_all()
+        return (channel, r, 1 - core_id)
+
+    def _wait(self, core_id: int, op: str, point: tuple, key: tuple, where: str | None = None):
+        """Wait (holding ``cond``) for the peer's post ``key``; return its payload."""
+        peer = 1 - core_id
+        seen, since = None, None
+        self.waiting[core_id] = (point, key)
+        self.cond.notify_all()
+        try:
+            while True:
+                if self.cancelled:
+                    raise CoreStopped
+                if key in self.posts:
+                    return self.posts.pop(key)
+                if self.finished[peer]:
+                    raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but core {peer} "
+                                            f"finished the kernel without reaching it", where=where)
+                blocked = self.waiting[peer]
+                if blocked is not None and blocked[1] not in self.posts and core_id == 0:
+                    raise DeadlockError(op, f"core {core_id} is at {_describe(point)} while core {peer} is at "
+                                            f"{_describe(blocked[0])}; both cores must reach the same sync "
+                                            f"points in the same order", where=where)
+                peer_core = self.cores[peer]
+                seq = None if peer_core is None else peer_core.seq
+                now = time.monotonic()
+                if blocked is not None or seq != seen or since is None:
+                    seen, since = seq, now          # a waiting peer is core 0's to report
+                elif now - since >= self.timeout:
+                    raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but core {peer} "
+                                            f"issued no instruction for {self.timeout:g} s", where=where)
+                self.cond.wait(min(_POLL_S, max(self.timeout - (now - since), 1e-3)))
+        finally:
+            self.waiting[core_id] = None
+
+    def barrier(self, core_id: int, op: str) -> None:
+        """``core_barrier``: wait until the other core reaches its matching barrier."""
+        with self.cond:
+            if self.cancelled:
+                raise CoreStopped
+            key = self._post(core_id, ("core_barrier",), None)
+            self._wait(core_id, op, ("core_barrier",), key)
+
+    def send(self, core, op: str, pipe_id: int, payload, receive: Callable) -> None:
+        """``sendrecv`` on ``pipe_id``: post ``payload``; ``receive(peer_payload)`` writes this
+        core's dst now if the peer's matching call was posted, else before this core's next
+        instruction that is not a sync op (or when its kernel returns)."""
+        core_id = core.core_id
+        with self.cond:
+            if self.cancelled:
+                raise CoreStopped
+            point = ("sendrecv", pipe_id)
+            key = self._post(core_id, point, payload)
+            if key in self.posts and not self.pending[core_id]:
+                got = self.posts.pop(key)
+            else:
+                self.pending[core_id].append((point, key, receive, core.ins, kernel_location()))
+                core.before_ins = self.before_instruction
+                core.fast = False
+                return
+        receive(got)
+
+    def complete(self, core) -> None:
+        """Write every pending receive of ``core`` (in call order), waiting for the peer's posts."""
+        core_id = core.core_id
+        pending = self.pending[core_id]
+        while pending:
+            point, key, receive, ins, where = pending[0]
+            with self.cond:
+                got = self._wait(core_id, ins.op, point, key, where)
+            prev, core.ins = core.ins, ins       # the write is the sendrecv's (race and event roles)
+            try:
+                receive(got, where)
+            finally:
+                core.ins = prev
+            pending.pop(0)
+        with self.cond:
+            if not self.cancelled:
+                core.before_ins = None
+                core.fast = core.settings.fast_paths
+
+
+_SYNC_APIS = frozenset(("nisa.core_barrier", "nisa.sendrecv"))
 
 
 def _describe(point):
@@ -504,29 +624,52 @@ def _run_lnc(func, args, kwargs, launch):
 
 
 def _run_cores(func, args, kwargs, launch):
+    """Run the kernel body on each core's thread; return core 0's result.
+
+    A launch never outlives its call: on any exit (a core failed, or the caller's thread was
+    interrupted, e.g. KeyboardInterrupt) the rendezvous is cancelled, every core stops at its
+    next instruction or sync point, and this returns (or raises) only after every core thread
+    has ended, so the caller's arrays are restored after the last write. When one core fails,
+    the other stops the same way (it does not run to the end). The caller's thread joins with
+    a timeout so a KeyboardInterrupt is seen at once; a core that issues no instruction for a
+    second after the cancel (a Python-level loop) is interrupted with an asynchronous
+    CoreStopped."""
     n = launch.lnc
-    launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
+    sync = launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
     results: list = [None] * n
     errors: list = [None] * n
 
     def body(core_id):
         core = state.CoreState(launch, core_id)
         state.current.set(core)
+        sync.attach(core)
         try:
             results[core_id] = func(*args, **kwargs)
+            try:
+                sync.complete(core)        # receives still pending when the body returned
+            except NkiError as exc:
+                if not launch.record(exc):
+                    raise
             _finish_core(core)
         except BaseException as exc:  # re-raised in the caller's thread below
             errors[core_id] = exc
+            sync.cancel()
         finally:
-            launch.sync.core_finished(core_id)
+            sync.core_finished(core_id)
 
     threads = [threading.Thread(target=contextvars.Context().run, args=(body, i),
                                 name=f"nkisim-core{i}", daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    failures = [(i, e) for i, e in enumerate(errors) if e is not None]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.05)
+    except BaseException:
+        sync.cancel()
+        _stop_threads(threads)
+        raise
+    failures = [(i, e) for i, e in enumerate(errors) if e is not None and not isinstance(e, CoreStopped)]
     if failures:
         # The root cause first: a deadlock is usually the consequence of the other core's error,
         # and an uninitialised read on one core may be the consequence of a race with the other.
@@ -538,4 +681,23 @@ def _run_cores(func, args, kwargs, launch):
     return results[0]
 
 
-__all__ = ["run", "Rendezvous", "ADAPTERS"]
+def _stop_threads(threads) -> None:
+    """Wait until every core thread of a cancelled launch has ended (a second KeyboardInterrupt
+    does not cut the wait short: the cores must not write after the caller's arrays are
+    restored). A core still running a second after the cancel gets CoreStopped raised in it."""
+    import ctypes
+    waited = 0.0
+    for t in threads:
+        while t.is_alive():
+            try:
+                t.join(0.05)
+                waited += 0.05
+                if waited >= 1.0 and t.is_alive() and t.ident is not None:
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
+                                                               ctypes.py_object(CoreStopped))
+                    waited = 0.5
+            except BaseException:      # noqa: S110 - keep waiting; the first exception is raised
+                pass
+
+
+__all__ = ["run", "Rendezvous", "CoreStopped", "ADAPTERS"]
