@@ -1,7 +1,7 @@
 """LNC2 synchronisation: ``core_barrier`` and ``sendrecv`` between the two cores of a launch.
 
-A core that waits for a peer which finished the kernel, or which waits at a different sync point,
-gets a DeadlockError (never a hang). Both ops are ``@instruction`` specs: their rules check only
+A core that waits for a peer which finished the kernel, or which waits at a sync point this core
+will not reach, gets a DeadlockError (never a hang); see ``runtime.launch.Rendezvous``. Both ops are ``@instruction`` specs: their rules check only
 the target and the operands' static signature; the launch's LNC degree, the core's id and the
 rendezvous are runtime state, read by compute. Source: aws-neuron-sdk nki/api/nki/isa/__init__.py
 (core_barrier, sendrecv). Imports memory, checks, dispatch.
@@ -54,7 +54,12 @@ def core_barrier(data, cores=(0, 1), engine=_engine.gpsimd, name=None):
     ``cores`` defaults to (0, 1), the only supported value (the documented signature has no
     default). Decision: the event lists ``data`` as a read: the barrier moves no bytes, but it
     orders the cores' accesses to ``data``, so a schedule must place it after earlier writes.
-    Raises: UnsupportedError (target, LNC1), ShapeError (cores), DeadlockError.
+    ``data`` must be in shared HBM ("must be data in shared HBM"): an SBUF/PSUM tile or a
+    private_hbm tensor raises MemorySpaceError (checked after the LNC2 rule; kernel arguments of an
+    LNC2 launch are in shared HBM). Barriers are their own channel: the r-th barrier of a core meets
+    the r-th of the other, whatever sendrecv calls lie between (see ``Rendezvous``).
+    Raises: UnsupportedError (target, LNC1), MemorySpaceError (data), ShapeError (cores),
+    DeadlockError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (core_barrier).
     """
 
@@ -115,7 +120,15 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
     Shapes/dtypes: src and dst equal in shape and dtype, both in SBUF. Ranks are 0 or 1 and differ
     from this core's id. Engine: DMA ("using DMA engines"); the transfer mode ``dma_engine``
     (``dma``, or ``gpsimd_dma``: "GPSIMD's internal DMA engine", triggered by GpSimd) is an option
-    of the event. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
+    of the event. With ``gpsimd_dma`` the data per partition is at most 1024 bytes for 32-bit
+    types, 512 for 16-bit, 256 for 8-bit (``arch.Target.sendrecv_gpsimd_dma_partition_bytes``);
+    more raises ShapeError. Pipes: "operations with different pipe_id values can progress
+    independently without blocking each other": the r-th call of a core on a pipe meets the r-th
+    call of the other core on that pipe. Decision: a call posts ``src`` (read when called) and
+    returns; ``dst`` is written when the peer's matching call has been posted, at the latest before
+    this core's next instruction that is not ``sendrecv``/``core_barrier`` (or when its kernel
+    returns), which waits for it, so calls on different pipes in a different order on the two
+    cores do not deadlock. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (sendrecv).
     """
 

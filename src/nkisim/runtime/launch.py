@@ -2,7 +2,8 @@
 
 LNC1 runs in the calling thread (so ``breakpoint()`` works); LNC2 runs one thread per core with
 ``program_id`` 0 and 1, shared ``shared_hbm``, and a rendezvous for ``core_barrier``/``sendrecv``
-that fails with DeadlockError (never hangs) when a core finishes or waits too long.
+that fails with DeadlockError (never hangs) when no core can progress. A launch never outlives
+its call: any exit cancels the rendezvous and waits for the core threads (``_run_cores``).
 Imports memory, state, config, arch, errors; never torch (torch tensors go through ``adapters``).
 """
 from __future__ import annotations
@@ -663,12 +664,15 @@ def _run_cores(func, args, kwargs, launch):
         for t in threads:
             t.start()
         for t in threads:
-            while t.is_alive():
+            while t.is_alive() and not sync.cancelled:
                 t.join(0.05)
     except BaseException:
         sync.cancel()
         _stop_threads(threads)
         raise
+    interrupted = _stop_threads(threads)      # after a core failed: the others end too
+    if interrupted is not None:
+        raise interrupted
     failures = [(i, e) for i, e in enumerate(errors) if e is not None and not isinstance(e, CoreStopped)]
     if failures:
         # The root cause first: a deadlock is usually the consequence of the other core's error,
@@ -681,12 +685,13 @@ def _run_cores(func, args, kwargs, launch):
     return results[0]
 
 
-def _stop_threads(threads) -> None:
-    """Wait until every core thread of a cancelled launch has ended (a second KeyboardInterrupt
-    does not cut the wait short: the cores must not write after the caller's arrays are
-    restored). A core still running a second after the cancel gets CoreStopped raised in it."""
+def _stop_threads(threads):
+    """Wait until every core thread of a (cancelled) launch has ended; return the first
+    exception (KeyboardInterrupt) that arrived meanwhile, which does not cut the wait short: the
+    cores must not write after the caller's arrays are restored. A core still running a second
+    after the cancel (a Python-level loop issues no instruction) gets CoreStopped raised in it."""
     import ctypes
-    waited = 0.0
+    first, waited = None, 0.0
     for t in threads:
         while t.is_alive():
             try:
@@ -696,8 +701,9 @@ def _stop_threads(threads) -> None:
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
                                                                ctypes.py_object(CoreStopped))
                     waited = 0.5
-            except BaseException:      # noqa: S110 - keep waiting; the first exception is raised
-                pass
+            except BaseException as exc:      # keep waiting; the caller raises it afterwards
+                first = first or exc
+    return first
 
 
 __all__ = ["run", "Rendezvous", "CoreStopped", "ADAPTERS"]
