@@ -153,3 +153,22 @@ def test_sendrecv_a_pipe_the_other_core_never_uses_is_a_deadlock():
                                             r"core 1 is at sendrecv \(pipe_id=1\); both cores must reach the "
                                             r"same sync points in the same order \(test_multicore_rules\.py:\d+\)"):
         _lnc2(kernel, np.zeros((2, 8), F32))
+
+
+@pytest.mark.parametrize("second_pipe", [0, 1])
+def test_sendrecv_of_a_received_tile_sends_the_received_values(second_pipe):
+    """A sendrecv whose src is the dst of an earlier sendrecv sends what was received: two swaps
+    give each core its own tile back."""
+    def kernel(x):
+        me = nl.program_id(0)
+        a = nl.ndarray((2, 8), dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((2, 8), dtype=x.dtype, buffer=nl.sbuf)
+        c = nl.ndarray((2, 8), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x[me])
+        nisa.sendrecv(src=a, dst=b, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.sendrecv(src=b, dst=c, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=second_pipe)
+        out = nl.ndarray((2, 2, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[me], src=c)
+        return out
+    x = np.arange(32, dtype=F32).reshape(2, 2, 8)
+    np.testing.assert_array_equal(_lnc2(kernel, x), x)

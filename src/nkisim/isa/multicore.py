@@ -109,7 +109,7 @@ def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_
                                  f"{dst0.shape} {dst0.dtype}; both cores must pass equal shapes", where=where)
         write(dst, got)
 
-    core.launch.sync.send(core, op, int(pipe_id), data, receive)
+    core.launch.sync.send(core, op, int(pipe_id), data, receive, dst)
 
 
 @instruction(reads=("src",), writes=("dst",), rules=_sendrecv_rules, compute=_sendrecv_compute)
@@ -126,8 +126,8 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
     independently without blocking each other": the r-th call of a core on a pipe meets the r-th
     call of the other core on that pipe. Decision: a call posts ``src`` (read when called) and
     returns; ``dst`` is written when the peer's matching call has been posted, at the latest before
-    this core's next instruction that is not ``sendrecv``/``core_barrier`` (or when its kernel
-    returns), which waits for it, so calls on different pipes in a different order on the two
+    this core's next instruction that is not ``sendrecv``/``core_barrier``, or that is one and
+    uses ``dst``'s allocation (or when its kernel returns), which waits for it, so calls on different pipes in a different order on the two
     cores do not deadlock. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (sendrecv).
     """

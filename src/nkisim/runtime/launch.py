@@ -100,8 +100,16 @@ class Rendezvous:
         """run()'s hook for a core that must stop or has receives to complete."""
         if self.cancelled:
             raise CoreStopped
+        core = ins.core
         if ins.spec.api not in _SYNC_APIS:
-            self.complete(ins.core)
+            self.complete(core)
+            return
+        # a sync op reading (or writing) a pending receive's dst waits for that receive first
+        allocs = {id(a.alloc) for a in ins.args if isinstance(a, NkiTensor)}
+        pending = self.pending[core.core_id]
+        last = max((i for i, p in enumerate(pending) if id(p[5]) in allocs), default=-1)
+        if last >= 0:
+            self.complete(core, last + 1)
 
     def core_finished(self, core_id: int):
         with self.cond:
@@ -158,7 +166,7 @@ class Rendezvous:
             key = self._post(core_id, ("core_barrier",), None)
             self._wait(core_id, op, ("core_barrier",), key)
 
-    def send(self, core, op: str, pipe_id: int, payload, receive: Callable) -> None:
+    def send(self, core, op: str, pipe_id: int, payload, receive: Callable, dst) -> None:
         """``sendrecv`` on ``pipe_id``: post ``payload``; ``receive(peer_payload)`` writes this
         core's dst now if the peer's matching call was posted, else before this core's next
         instruction that is not a sync op (or when its kernel returns)."""
@@ -171,18 +179,20 @@ class Rendezvous:
             if key in self.posts and not self.pending[core_id]:
                 got = self.posts.pop(key)
             else:
-                self.pending[core_id].append((point, key, receive, core.ins, kernel_location()))
+                self.pending[core_id].append((point, key, receive, core.ins, kernel_location(), dst.alloc))
                 core.before_ins = self.before_instruction
                 core.fast = False
                 return
         receive(got)
 
-    def complete(self, core) -> None:
-        """Write every pending receive of ``core`` (in call order), waiting for the peer's posts."""
+    def complete(self, core, count: int | None = None) -> None:
+        """Write the first ``count`` (default: every) pending receives of ``core``, in call order,
+        waiting for the peer's posts."""
         core_id = core.core_id
         pending = self.pending[core_id]
-        while pending:
-            point, key, receive, ins, where = pending[0]
+        count = len(pending) if count is None else count
+        for _ in range(count):
+            point, key, receive, ins, where, _ = pending[0]
             with self.cond:
                 got = self._wait(core_id, ins.op, point, key, where)
             prev, core.ins = core.ins, ins       # the write is the sendrecv's (race and event roles)
@@ -192,7 +202,7 @@ class Rendezvous:
                 core.ins = prev
             pending.pop(0)
         with self.cond:
-            if not self.cancelled:
+            if not self.cancelled and not pending:
                 core.before_ins = None
                 core.fast = core.settings.fast_paths
 
@@ -639,12 +649,16 @@ def _run_cores(func, args, kwargs, launch):
     sync = launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
     results: list = [None] * n
     errors: list = [None] * n
+    cores = [_CoreThread(i) for i in range(n)]
 
-    def body(core_id):
+    def body(me):
+        core_id = me.core_id
+        me.began.set()
         core = state.CoreState(launch, core_id)
         state.current.set(core)
         sync.attach(core)
         try:
+            me.live = True
             results[core_id] = func(*args, **kwargs)
             try:
                 sync.complete(core)        # receives still pending when the body returned
@@ -656,21 +670,32 @@ def _run_cores(func, args, kwargs, launch):
             errors[core_id] = exc
             sync.cancel()
         finally:
+            me.leave()
             sync.core_finished(core_id)
 
-    threads = [threading.Thread(target=contextvars.Context().run, args=(body, i),
-                                name=f"nkisim-core{i}", daemon=True) for i in range(n)]
+    def main(me):
+        try:
+            body(me)
+        except CoreStopped:            # delivered late, after the core's error was kept
+            pass
+        finally:
+            me.done.set()
+
+    for me in cores:
+        me.thread = threading.Thread(target=contextvars.Context().run, args=(main, me),
+                                     name=f"nkisim-core{me.core_id}", daemon=True)
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive() and not sync.cancelled:
-                t.join(0.05)
+        for me in cores:
+            me.spawned = True
+            me.thread.start()
+        for me in cores:
+            while not me.done.wait(0.05) and not sync.cancelled:
+                pass
     except BaseException:
         sync.cancel()
-        _stop_threads(threads)
+        _stop_threads(cores)
         raise
-    interrupted = _stop_threads(threads)      # after a core failed: the others end too
+    interrupted = _stop_threads(cores)        # after a core failed: the others end too
     if interrupted is not None:
         raise interrupted
     failures = [(i, e) for i, e in enumerate(errors) if e is not None and not isinstance(e, CoreStopped)]
@@ -685,22 +710,70 @@ def _run_cores(func, args, kwargs, launch):
     return results[0]
 
 
-def _stop_threads(threads):
+class _CoreThread:
+    """One core's thread and what stopping it needs: whether it was spawned and began, and
+    whether it runs the kernel (only then may an asynchronous CoreStopped be raised in it)."""
+
+    def __init__(self, core_id):
+        self.core_id = core_id
+        self.thread = None
+        self.spawned = False
+        self.began = threading.Event()
+        self.done = threading.Event()       # set by the thread as its last step
+        self.live = False
+        self.guard = threading.Lock()
+
+    def leave(self) -> None:
+        """The kernel body is over: no asynchronous stop may arrive any more (one not yet
+        delivered is dropped)."""
+        import ctypes
+        with self.guard:
+            self.live = False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
+
+    def interrupt(self) -> None:
+        import ctypes
+        with self.guard:
+            if self.live and self.thread.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
+                                                           ctypes.py_object(CoreStopped))
+
+
+def _reap(thread) -> None:
+    """Wait (up to 1 s) until a thread that finished its work has left ``threading``'s table.
+    Decision: the thread's own ``done`` event says when it ended, not ``Thread.join`` /
+    ``is_alive``: a KeyboardInterrupt inside ``join(timeout)`` can mark a running thread stopped
+    (CPython bpo-45274's handling in ``_wait_for_tstate_lock``)."""
+    thread.join(1.0)
+    end = time.monotonic() + 1.0
+    while thread in threading.enumerate() and time.monotonic() < end:
+        time.sleep(0.001)
+
+
+def _stop_threads(cores):
     """Wait until every core thread of a (cancelled) launch has ended; return the first
     exception (KeyboardInterrupt) that arrived meanwhile, which does not cut the wait short: the
-    cores must not write after the caller's arrays are restored. A core still running a second
-    after the cancel (a Python-level loop issues no instruction) gets CoreStopped raised in it."""
-    import ctypes
-    first, waited = None, 0.0
-    for t in threads:
-        while t.is_alive():
+    cores must not write after the caller's arrays are restored. A core still in its kernel a
+    second after the cancel (a Python-level loop issues no instruction) gets CoreStopped raised
+    in it. A thread whose start was interrupted is waited for if it began within 2 s."""
+    first = None
+    for me in cores:
+        t0 = time.monotonic()
+        stopped_at = None
+        while me.spawned:
             try:
-                t.join(0.05)
-                waited += 0.05
-                if waited >= 1.0 and t.is_alive() and t.ident is not None:
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident),
-                                                               ctypes.py_object(CoreStopped))
-                    waited = 0.5
+                if not me.began.is_set():
+                    if me.began.wait(0.05) or time.monotonic() - t0 < 2.0:
+                        continue
+                    break                  # never ran (interrupted before it was spawned)
+                if me.done.wait(0.05):
+                    _reap(me.thread)
+                    break
+                now = time.monotonic()
+                stopped_at = stopped_at or now
+                if now - stopped_at >= 1.0:
+                    me.interrupt()
+                    stopped_at = now - 0.5
             except BaseException as exc:      # keep waiting; the caller raises it afterwards
                 first = first or exc
     return first
