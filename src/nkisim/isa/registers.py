@@ -96,28 +96,37 @@ _BACK_EDGES: dict = {}      # id(code) -> (code, {offset: value that loops})
 
 
 def _back_edges(code) -> dict:
-    """Offsets in ``code`` whose value decides a backward conditional jump (the bottom test of a
-    ``while`` loop): the jump itself (where ``bool()`` is taken) and a comparison right before it,
-    each with the truth value that jumps back."""
+    """Offsets in ``code`` whose value decides whether a ``while`` loop runs once more (its
+    bottom test): a backward conditional jump (Python 3.11), or a conditional jump out of the
+    loop right before the jump back to its body (3.12+; a jump back to a ``for`` loop's
+    ``FOR_ITER`` is an ``if`` at the end of a for body, not a loop test); also the comparison
+    or ``TO_BOOL`` right before it, where a register's ``__eq__``/``__bool__`` is called. Each
+    with the truth value that runs the loop once more."""
     hit = _BACK_EDGES.get(id(code))
     if hit is not None and hit[0] is code:
         return hit[1]
     ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    at = {i.offset: i for i in ins}
     edges: dict = {}
     for k, i in enumerate(ins):
         name = i.opname
-        if "JUMP" in name and "_IF_" in name and ("BACKWARD" in name or (isinstance(i.argval, int)
-                                                                      and i.argval < i.offset)):
-            loops = name.endswith("IF_TRUE")
-            if not (loops or name.endswith("IF_FALSE")):
-                continue
-            edges[i.offset] = loops
-            j = k - 1
-            if j >= 0 and ins[j].opname == "TO_BOOL":
-                edges[ins[j].offset] = loops
-                j -= 1
-            if j >= 0 and ins[j].opname == "COMPARE_OP":
-                edges[ins[j].offset] = loops
+        if "JUMP" not in name or not name.endswith(("_IF_TRUE", "_IF_FALSE")):
+            continue
+        if_true = name.endswith("_IF_TRUE")
+        if "BACKWARD" in name or (isinstance(i.argval, int) and i.argval < i.offset):
+            loops = if_true                       # jumps back to the body when the test holds
+        elif (k + 1 < len(ins) and ins[k + 1].opname.startswith("JUMP_BACKWARD")
+              and getattr(at.get(ins[k + 1].argval), "opname", "FOR_ITER") != "FOR_ITER"):
+            loops = not if_true                   # falls through to the jump back
+        else:
+            continue
+        edges[i.offset] = loops
+        j = k - 1
+        if j >= 0 and ins[j].opname == "TO_BOOL":
+            edges[ins[j].offset] = loops
+            j -= 1
+        if j >= 0 and ins[j].opname == "COMPARE_OP":
+            edges[ins[j].offset] = loops
     if len(_BACK_EDGES) > 4096:
         _BACK_EDGES.clear()
     _BACK_EDGES[id(code)] = (code, edges)
