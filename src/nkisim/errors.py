@@ -113,7 +113,9 @@ class DeadlockError(NkiError, RuntimeError):
 
 
 class LoopLimitError(NkiError, RuntimeError):
-    """A dynamic loop ran more iterations than ``Settings.max_loop_iterations`` (it would hang)."""
+    """A dynamic loop ran more iterations than ``Settings.max_loop_iterations`` (it would hang).
+    Decision: its own class, not DeadlockError (no core waits for another) nor UnsupportedError
+    (the loop is legal NKI; its condition just never clears)."""
 
 
 class SimulatorOffError(RuntimeError):

@@ -28,12 +28,30 @@ def _lnc2(kernel, **options):
     return nki.simulate(kernel, **options)[2]
 
 
-def test_keyboard_interrupt_stops_both_cores_and_restores_the_arrays():
+class _Raised(Exception):
+    pass
+
+
+def _raise_in_main(signum, frame):
+    raise _Raised("from the caller's thread")
+
+
+@pytest.mark.parametrize("exc,where", [(KeyboardInterrupt, "running"), (KeyboardInterrupt, "at_barrier"),
+                                       (_Raised, "running")])
+def test_an_exception_in_the_caller_stops_both_cores_and_restores_the_arrays(exc, where):
+    """KeyboardInterrupt (or another exception a signal handler raises in the caller's thread)
+    while both cores run, or while core 0 waits at a barrier for core 1."""
+    import signal
     started = threading.Event()
+    if exc is _Raised:
+        signal.signal(signal.SIGUSR1, _raise_in_main)
 
     def kernel(x):
         t = nl.ndarray((2, 8), dtype=x.dtype, buffer=nl.sbuf)
         me = nl.program_id(0)
+        if where == "at_barrier" and me == 0:
+            nisa.dma_copy(dst=x[0:2, :], src=t)
+            nisa.core_barrier(x, (0, 1))
         for i in nl.sequential_range(200_000):
             nisa.memset(dst=t, value=float(i + 1))
             nisa.dma_copy(dst=x[2 * me:2 * me + 2, :], src=t)
@@ -46,15 +64,22 @@ def test_keyboard_interrupt_stops_both_cores_and_restores_the_arrays():
     def interrupt():
         started.wait(10)
         time.sleep(0.1)
-        _thread.interrupt_main()
+        if exc is _Raised:
+            _thread.interrupt_main(signal.SIGUSR1)
+        else:
+            _thread.interrupt_main()
 
     timer = threading.Thread(target=interrupt, daemon=True)
     timer.start()
     t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        _lnc2(kernel)(x)
-        time.sleep(5)            # (not reached) would let a late interrupt land inside the raises
-    timer.join()
+    try:
+        with pytest.raises(exc):
+            _lnc2(kernel)(x)
+            time.sleep(5)            # (not reached) would let a late interrupt land inside the raises
+        timer.join()
+    finally:
+        if exc is _Raised:
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     assert time.monotonic() - t0 < 8
     assert _core_threads() == []                          # no core outlives the call
     assert x.tobytes() == want.tobytes()                  # restored bit for bit
