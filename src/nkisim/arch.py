@@ -38,6 +38,9 @@ class Target:
     search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
     search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
+    # sendrecv(dma_engine=gpsimd_dma): most bytes per partition, by element size in bytes
+    # (nki.isa.sendrecv: 1024 bytes for 32-bit types, 512 for 16-bit, 256 for 8-bit)
+    sendrecv_gpsimd_dma_partition_bytes: tuple = ((4, 1024), (2, 512), (1, 256))
     psum_dst_dtypes: tuple = ("float32",)
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
                                   "tfloat32", "float32")

@@ -113,6 +113,16 @@ def _seed(var: str, value: str) -> int:
     return seed
 
 
+def _positive_int(var: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{var}: expected a positive integer, got {value!r}")
+    return n
+
+
 def _findings(var: str, value: str) -> str:
     v = value.lower()
     if v not in ("first", "all"):
@@ -170,7 +180,13 @@ class Settings:
               "(default 1; results are bit-identical either way)",
         env=("NKISIM_FAST_PATHS",), parse=_flag)
     barrier_timeout_s: float = _knob(
-        30.0, "longest wait at an LNC2 sync point, in seconds, before `DeadlockError` (default 30)")
+        30.0, "longest wait at an LNC2 sync point, in seconds, while the other core issues no "
+              "instruction, before `DeadlockError` (default 30)")
+    max_loop_iterations: int = _knob(
+        1_000_000, "most iterations of one dynamic loop (`while reg:`, `nl.while_loop`, "
+                   "`nl.dynamic_range`, `nl.fori_loop`) before `LoopLimitError`, a positive integer "
+                   "(default 1000000)",
+        env=("NKISIM_MAX_LOOP_ITERATIONS",), parse=_positive_int)
     cpu_mode: bool = _knob(
         False, "vLLM-on-Neuron: nonzero runs the plugin on CPU; `can_run_kernel` then follows "
                "`NKI_SIMULATOR` (default 0)",
@@ -199,6 +215,9 @@ class Settings:
             raise ValueError(f"Settings.findings must be 'first' or 'all', got {self.findings!r}")
         if self.seed < 0:
             raise ValueError(f"Settings.seed must be >= 0, got {self.seed}")
+        if not isinstance(self.max_loop_iterations, int) or self.max_loop_iterations < 1:
+            raise ValueError(f"Settings.max_loop_iterations must be a positive integer, "
+                             f"got {self.max_loop_iterations!r}")
         if self.barrier_timeout_s <= 0:
             raise ValueError(f"Settings.barrier_timeout_s must be > 0, got {self.barrier_timeout_s}")
 

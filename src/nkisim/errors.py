@@ -112,6 +112,12 @@ class DeadlockError(NkiError, RuntimeError):
     """LNC cores wait at synchronisation points that can never be met."""
 
 
+class LoopLimitError(NkiError, RuntimeError):
+    """A dynamic loop ran more iterations than ``Settings.max_loop_iterations`` (it would hang).
+    Decision: its own class, not DeadlockError (no core waits for another) nor UnsupportedError
+    (the loop is legal NKI; its condition just never clears)."""
+
+
 class SimulatorOffError(RuntimeError):
     """A jitted kernel was called for hardware, but there is no Neuron device and the simulator is off."""
 
@@ -119,5 +125,5 @@ class SimulatorOffError(RuntimeError):
 __all__ = [
     "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
     "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
-    "SimulatorOffError", "kernel_location",
+    "LoopLimitError", "SimulatorOffError", "kernel_location",
 ]

@@ -67,6 +67,7 @@ class CoreState:
     seq: int = 0               # instructions issued so far (the event's seq)
     events: Any = None         # list of trace.Instruction while a recording is active, else None
     fast: bool = True          # settings.fast_paths: memo, deferred copies, storage pool, out= writes
+    before_ins: Any = None     # LNC2: callable(ins) run() calls before an instruction (stop / pending receives)
     settings: Any = field(init=False, repr=False)   # the launch's (plain attributes: every op
     target: Any = field(init=False, repr=False)     # reads the target, a property call is slower)
 

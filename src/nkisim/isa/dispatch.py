@@ -347,6 +347,8 @@ def run(spec: OpSpec, args: tuple):
             elif core.events is not None:
                 core.launch.count("rule_memo")
         else:
+            if core.before_ins is not None:     # LNC2 stop / pending receives (core.fast is off then)
+                core.before_ins(ins)
             passed = spec.rules(ins, *args)
         ins.engine, ins.info = passed
         spec.compute(ins, *args)

@@ -1,7 +1,7 @@
 """LNC2 synchronisation: ``core_barrier`` and ``sendrecv`` between the two cores of a launch.
 
-A core that waits for a peer which finished the kernel, or which waits at a different sync point,
-gets a DeadlockError (never a hang). Both ops are ``@instruction`` specs: their rules check only
+A core that waits for a peer which finished the kernel, or which waits at a sync point this core
+will not reach, gets a DeadlockError (never a hang); see ``runtime.launch.Rendezvous``. Both ops are ``@instruction`` specs: their rules check only
 the target and the operands' static signature; the launch's LNC degree, the core's id and the
 rendezvous are runtime state, read by compute. Source: aws-neuron-sdk nki/api/nki/isa/__init__.py
 (core_barrier, sendrecv). Imports memory, checks, dispatch.
@@ -9,7 +9,8 @@ rendezvous are runtime state, read by compute. Source: aws-neuron-sdk nki/api/nk
 from __future__ import annotations
 
 from ..checks import rules
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
+from ..memory.buffers import shared_hbm
 from ..memory.access import read_raw, write
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, dma_engine as _dma_engine
@@ -35,7 +36,10 @@ def _barrier_compute(ins, data, cores, engine, name):
     if core.launch.lnc < 2:
         raise UnsupportedError(ins.op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has "
                                        "one core")
-    core.launch.sync.exchange(core.core_id, ins.op, ("core_barrier",))
+    if data.buffer is not shared_hbm:
+        raise MemorySpaceError(ins.op, f"data is in {data.buffer}; must be in shared_hbm (the shared "
+                                       f"data both cores synchronise on)")
+    core.launch.sync.barrier(core.core_id, ins.op)
 
 
 @instruction(reads=("data",), rules=_barrier_rules, compute=_barrier_compute)
@@ -50,7 +54,12 @@ def core_barrier(data, cores=(0, 1), engine=_engine.gpsimd, name=None):
     ``cores`` defaults to (0, 1), the only supported value (the documented signature has no
     default). Decision: the event lists ``data`` as a read: the barrier moves no bytes, but it
     orders the cores' accesses to ``data``, so a schedule must place it after earlier writes.
-    Raises: UnsupportedError (target, LNC1), ShapeError (cores), DeadlockError.
+    ``data`` must be in shared HBM ("must be data in shared HBM"): an SBUF/PSUM tile or a
+    private_hbm tensor raises MemorySpaceError (checked after the LNC2 rule; kernel arguments of an
+    LNC2 launch are in shared HBM). Barriers are their own channel: the r-th barrier of a core meets
+    the r-th of the other, whatever sendrecv calls lie between (see ``Rendezvous``).
+    Raises: UnsupportedError (target, LNC1), MemorySpaceError (data), ShapeError (cores),
+    DeadlockError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (core_barrier).
     """
 
@@ -67,7 +76,15 @@ def _sendrecv_rules(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_en
         raise ShapeError(op, f"dst shape {dst.shape} must equal src shape {src.shape}")
     if src.dtype != dst.dtype:
         raise DtypeError(op, f"dst dtype {dst.dtype} must equal src dtype {src.dtype}")
-    return Passed(_engine.dma, as_enum(_dma_engine, dma_engine, op))
+    mode = as_enum(_dma_engine, dma_engine, op)
+    if mode is _dma_engine.gpsimd_dma:
+        isz = src.dtype.itemsize
+        limit = dict(ins.target.sendrecv_gpsimd_dma_partition_bytes).get(isz)
+        if limit is not None:
+            rules.at_most(op, f"src bytes per partition ({src.free_size} x {isz}-byte elements)",
+                          src.free_size * isz, limit, ins.target, unit=" bytes",
+                          note=f"with dma_engine=gpsimd_dma for {8 * isz}-bit types")
+    return Passed(_engine.dma, mode)
 
 
 def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine, name):
@@ -80,11 +97,19 @@ def _sendrecv_compute(ins, src, dst, send_to_rank, recv_from_rank, pipe_id, dma_
         if int(r) != peer:
             raise ShapeError(op, f"{nm} {int(r)} must be the other core's id {peer}")
     data = read_raw(src).copy()
-    got = core.launch.sync.exchange(core.core_id, op, ("sendrecv", int(pipe_id)), data)
-    if got.shape != dst.np().shape or got.dtype != dst.np().dtype:
-        raise ShapeError(op, f"core {peer} sent src {got.shape} {got.dtype} but dst on core "
-                             f"{core.core_id} is {dst.shape} {dst.dtype}; both cores must pass equal shapes")
-    write(dst, got)
+    me = core.core_id
+
+    def receive(got, where=None):
+        if got.shape != data.shape or got.dtype != data.dtype:
+            # src and dst have one shape on each core, so the mismatch reads the same from both
+            # cores; it is phrased for core 0's dst (Decision: the message does not depend on
+            # which core noticed first)
+            src1, dst0 = (got, data) if me == 0 else (data, got)
+            raise ShapeError(op, f"core 1 sent src {src1.shape} {src1.dtype} but dst on core 0 is "
+                                 f"{dst0.shape} {dst0.dtype}; both cores must pass equal shapes", where=where)
+        write(dst, got)
+
+    core.launch.sync.send(core, op, int(pipe_id), data, receive, dst)
 
 
 @instruction(reads=("src",), writes=("dst",), rules=_sendrecv_rules, compute=_sendrecv_compute)
@@ -95,7 +120,15 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_en
     Shapes/dtypes: src and dst equal in shape and dtype, both in SBUF. Ranks are 0 or 1 and differ
     from this core's id. Engine: DMA ("using DMA engines"); the transfer mode ``dma_engine``
     (``dma``, or ``gpsimd_dma``: "GPSIMD's internal DMA engine", triggered by GpSimd) is an option
-    of the event. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
+    of the event. With ``gpsimd_dma`` the data per partition is at most 1024 bytes for 32-bit
+    types, 512 for 16-bit, 256 for 8-bit (``arch.Target.sendrecv_gpsimd_dma_partition_bytes``);
+    more raises ShapeError. Pipes: "operations with different pipe_id values can progress
+    independently without blocking each other": the r-th call of a core on a pipe meets the r-th
+    call of the other core on that pipe. Decision: a call posts ``src`` (read when called) and
+    returns; ``dst`` is written when the peer's matching call has been posted, at the latest before
+    this core's next instruction that is not ``sendrecv``/``core_barrier``, or that is one and
+    uses ``dst``'s allocation (or when its kernel returns), which waits for it, so calls on different pipes in a different order on the two
+    cores do not deadlock. Raises ShapeError, DtypeError, DeadlockError, UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (sendrecv).
     """
 

@@ -2,14 +2,13 @@
 
 LNC1 runs in the calling thread (so ``breakpoint()`` works); LNC2 runs one thread per core with
 ``program_id`` 0 and 1, shared ``shared_hbm``, and a rendezvous for ``core_barrier``/``sendrecv``
-that fails with DeadlockError (never hangs) when a core finishes or waits too long.
+that fails with DeadlockError (never hangs) when a core finishes or waits too long (``cores``).
 Imports memory, state, config, arch, errors; never torch (torch tensors go through ``adapters``).
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
-import contextvars
 import functools
 import gc
 import inspect
@@ -18,7 +17,7 @@ import sys
 import threading
 import types
 from collections import Counter
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError
 from ..memory import access
 from ..memory.buffers import private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
+from .cores import Rendezvous, run_cores
 
 # Converters for array types other than NumPy, keyed by the type's top-level module name. Each entry
 # is a module path whose ``to_numpy(x) -> np.ndarray`` shares memory and ``from_numpy(a, like)``
@@ -37,50 +37,6 @@ from ..memory.tensor import NkiTensor
 # written) and ``after_run(func)`` (a launch with such arguments succeeded). The torch layer
 # registers itself here; the core never imports torch.
 ADAPTERS = {"torch": "nkisim.torch.convert"}
-
-
-class Rendezvous:
-    """Meeting point for LNC2 sync ops. The r-th sync call of every core meets the r-th of the
-    other: each posts (point, payload), waits for the peer's post of the same round, checks both
-    are the same kind of point, and takes the peer's payload. A peer that finished the kernel, or
-    that does not arrive within ``timeout`` seconds, makes the waiting core raise DeadlockError."""
-
-    def __init__(self, parties: int, timeout: float):
-        self.cond = threading.Condition()
-        self.rounds = [0] * parties
-        self.posts: dict = {}
-        self.finished = [False] * parties
-        self.timeout = timeout
-
-    def exchange(self, core_id: int, op: str, point: tuple, payload: Any = None) -> Any:
-        peer = 1 - core_id
-        with self.cond:
-            r = self.rounds[core_id]
-            self.rounds[core_id] += 1
-            self.posts[(r, core_id)] = (point, payload)
-            self.posts.pop((r - 1, peer), None)
-            self.cond.notify_all()
-            arrived = self.cond.wait_for(lambda: (r, peer) in self.posts or self.finished[peer],
-                                         self.timeout)
-            if (r, peer) not in self.posts:
-                why = (f"core {peer} finished the kernel without reaching it" if arrived
-                       else f"core {peer} did not arrive within {self.timeout:g} s")
-                raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but {why}")
-            peer_point, peer_payload = self.posts[(r, peer)]
-        if peer_point != point:
-            raise DeadlockError(op, f"core {core_id} is at {_describe(point)} while core {peer} is at "
-                                    f"{_describe(peer_point)}; both cores must reach the same sync points "
-                                    f"in the same order")
-        return peer_payload
-
-    def core_finished(self, core_id: int):
-        with self.cond:
-            self.finished[core_id] = True
-            self.cond.notify_all()
-
-
-def _describe(point):
-    return point[0] if len(point) == 1 else f"{point[0]} (pipe_id={point[1]})"
 
 
 def _adapter(value):
@@ -500,42 +456,7 @@ def _blas_share(n_cores: int):
 
 def _run_lnc(func, args, kwargs, launch):
     with _blas_share(launch.lnc):
-        return _run_cores(func, args, kwargs, launch)
-
-
-def _run_cores(func, args, kwargs, launch):
-    n = launch.lnc
-    launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
-    results: list = [None] * n
-    errors: list = [None] * n
-
-    def body(core_id):
-        core = state.CoreState(launch, core_id)
-        state.current.set(core)
-        try:
-            results[core_id] = func(*args, **kwargs)
-            _finish_core(core)
-        except BaseException as exc:  # re-raised in the caller's thread below
-            errors[core_id] = exc
-        finally:
-            launch.sync.core_finished(core_id)
-
-    threads = [threading.Thread(target=contextvars.Context().run, args=(body, i),
-                                name=f"nkisim-core{i}", daemon=True) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    failures = [(i, e) for i, e in enumerate(errors) if e is not None]
-    if failures:
-        # The root cause first: a deadlock is usually the consequence of the other core's error,
-        # and an uninitialised read on one core may be the consequence of a race with the other.
-        failures.sort(key=lambda ie: (isinstance(ie[1], DeadlockError), not isinstance(ie[1], RaceError)))
-        core_id, exc = failures[0]
-        if isinstance(exc, NkiError) and hasattr(exc, "add_note"):
-            exc.add_note(f"(raised on LNC core {core_id})")
-        raise exc
-    return results[0]
+        return run_cores(func, args, kwargs, launch, _finish_core)
 
 
 __all__ = ["run", "Rendezvous", "ADAPTERS"]

@@ -1,16 +1,20 @@
 """Kernel loops: ``affine_range``, ``sequential_range``, ``static_range``, ``range`` are Python
 iterables (compile-time unrolled loops), all run in order (see affine_range for race detection).
 
-Source: aws-neuron-sdk nki/api/nki/language/__init__.py (loops). Imports state only.
+Dynamic loops (``dynamic_range``, ``fori_loop``, ``while_loop`` and a kernel's ``while reg:``,
+counted in ``isa.registers``) stop with LoopLimitError past ``settings.max_loop_iterations``.
+Source: aws-neuron-sdk nki/api/nki/language/__init__.py (loops). Imports state, checks, errors.
 """
 from __future__ import annotations
 
 import builtins
 import random
 
+import numpy as np
+
 from .. import state
 from ..checks import races
-from ..errors import kernel_location
+from ..errors import ArgumentError, LoopLimitError, kernel_location
 
 
 class _Range:
@@ -83,26 +87,69 @@ def _int(v):
     return int(v)
 
 
-def dynamic_range(start, stop=None, step=1):
-    """An on-device loop; bounds may be registers. Yields read-only induction registers."""
+def _cap() -> int:
+    c = state.maybe_core()
+    return c.settings.max_loop_iterations if c is not None else 1_000_000
+
+
+_CAP_NOTE = "max_loop_iterations, NKISIM_MAX_LOOP_ITERATIONS"
+
+
+def _dynamic_bounds(op, start, stop, step):
+    """The range of a dynamic loop: bounds are integers or registers (read now), ``step`` a
+    positive integer ("must be a compile-time positive integer (not VirtualRegister)")."""
     from ..isa.registers import VirtualRegister
+    if isinstance(step, VirtualRegister) or isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise ArgumentError(op, f"step must be a compile-time positive integer, not {type(step).__name__}")
+    if step <= 0:
+        raise ArgumentError(op, f"step must be a compile-time positive integer, got {int(step)}")
     if stop is None:
         start, stop = 0, start
-    for i in builtins.range(_int(start), _int(stop), int(step)):
+    r = builtins.range(_int(start), _int(stop), int(step))
+    cap = _cap()
+    if len(r) > cap:
+        raise LoopLimitError(op, f"the loop would run {len(r)} iterations, more than {cap} ({_CAP_NOTE})")
+    return r
+
+
+def dynamic_range(start, stop=None, step=1):
+    """An on-device loop; bounds may be registers (read when the loop starts). Yields read-only
+    induction registers.
+
+    Decision: a loop of more than ``settings.max_loop_iterations`` iterations raises
+    LoopLimitError when it starts (it would keep the simulation busy for hours); ``step`` must be
+    a positive integer, not a register (documented), else ArgumentError.
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (dynamic_range)."""
+    from ..isa.registers import VirtualRegister
+    for i in _dynamic_bounds("nl.dynamic_range", start, stop, step):
         yield VirtualRegister(i, frozen=True)
 
 
 def fori_loop(lower, upper, body_fun, step=1):
-    """Call ``body_fun(i)`` for i in range(lower, upper, step); ``i`` is a read-only register."""
-    for i in dynamic_range(lower, upper, step):
-        body_fun(i)
+    """Call ``body_fun(i)`` for i in range(lower, upper, step); ``i`` is a read-only register.
+    The same iteration cap and ``step`` rule as ``dynamic_range``."""
+    from ..isa.registers import VirtualRegister
+    for i in _dynamic_bounds("nl.fori_loop", lower, upper, step):
+        body_fun(VirtualRegister(i, frozen=True))
 
 
 def while_loop(init, body_fun):
-    """``r = init; while r != 0: r = body_fun(r)`` (the condition is tested first)."""
-    r = init
+    """``r = init; while r != 0: r = body_fun(r)`` (the condition is tested first).
+
+    Decision: after ``settings.max_loop_iterations`` iterations with the condition still nonzero
+    it raises LoopLimitError naming the ``while_loop`` call's line and the count (a condition
+    that never clears would hang the simulation).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (while_loop)."""
+    where = kernel_location()
+    cap = _cap()
+    r, n = init, 0
     while int(r) != 0:
+        if n >= cap:
+            raise LoopLimitError("nl.while_loop", f"the condition register is still nonzero after {cap} "
+                                                  f"iterations ({_CAP_NOTE}); does it ever clear?",
+                                 where=where)
         r = body_fun(r)
+        n += 1
     return r
 
 

@@ -1,0 +1,338 @@
+"""LNC2 cores of one launch: one thread per core, the rendezvous of their sync ops, and stopping.
+
+A launch never outlives its call: on any exit the rendezvous is cancelled, every core stops at its
+next instruction (``CoreState.before_ins``, called by ``isa.dispatch.run``) or sync point, and the
+caller's thread returns only after every core thread ended. Imports state and errors only.
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from typing import Callable
+
+from .. import state
+from ..errors import DeadlockError, NkiError, RaceError, kernel_location
+from ..memory.tensor import NkiTensor
+
+
+class CoreStopped(BaseException):
+    """Raised inside a core's thread when its launch is cancelled (the other core failed, or the
+    caller's thread left the launch): the core stops at its next instruction or sync point. A
+    BaseException, so a kernel's ``except Exception`` cannot swallow it; never seen by callers."""
+
+
+_POLL_S = 0.25      # longest sleep of a waiting core between looks at its peer's progress
+
+
+class Rendezvous:
+    """Meeting point for LNC2 sync ops, one channel per kind of point: ``core_barrier`` and each
+    ``sendrecv`` ``pipe_id``. The r-th call of a core on a channel meets the r-th call of the other
+    core on the same channel, so calls on different pipes progress independently (documented:
+    "Operations with different pipe_id values can progress independently without blocking each
+    other").
+
+    A core waiting at a point raises DeadlockError when no core can progress:
+    at once when the peer finished the kernel or waits itself at a point this core will not
+    reach (Decision: when both wait, core 0 reports, so the message does not depend on timing);
+    after ``timeout`` seconds in which the peer issued no instruction (a peer that keeps issuing
+    instructions is progressing: a long load imbalance is no deadlock). ``cancel()`` makes every
+    waiting or running core raise CoreStopped at its next instruction or sync point."""
+
+    def __init__(self, parties: int, timeout: float):
+        self.cond = threading.Condition()
+        self.rounds = [0] * parties            # sync points each core passed (race-check epochs)
+        self.channel_rounds = [dict() for _ in range(parties)]
+        self.posts: dict = {}                  # (channel, round, core) -> payload
+        self.finished = [False] * parties
+        self.waiting: list = [None] * parties  # (point, key awaited) of a blocked core
+        self.pending: list = [[] for _ in range(parties)]   # receives not yet written (sendrecv)
+        self.cores: list = [None] * parties    # CoreState of each core (its seq shows progress)
+        self.timeout = timeout
+        self.cancelled = False
+
+    # ---- cores --------------------------------------------------------------------------------
+    def attach(self, core) -> None:
+        with self.cond:
+            self.cores[core.core_id] = core
+            if self.cancelled:
+                self._stop_core(core)
+
+    def cancel(self) -> None:
+        """Stop every core at its next instruction (through ``before_ins``) or sync point."""
+        with self.cond:
+            self.cancelled = True
+            for c in self.cores:
+                if c is not None:
+                    self._stop_core(c)
+            self.cond.notify_all()
+
+    def _stop_core(self, core) -> None:
+        core.before_ins = self.before_instruction
+        core.fast = False          # the fast lane then takes run(), which calls before_ins
+
+    def before_instruction(self, ins) -> None:
+        """run()'s hook for a core that must stop or has receives to complete."""
+        if self.cancelled:
+            raise CoreStopped
+        core = ins.core
+        if ins.spec.api not in _SYNC_APIS:
+            self.complete(core)
+            return
+        # a sync op reading (or writing) a pending receive's dst waits for that receive first
+        allocs = {id(a.alloc) for a in ins.args if isinstance(a, NkiTensor)}
+        pending = self.pending[core.core_id]
+        last = max((i for i, p in enumerate(pending) if id(p[5]) in allocs), default=-1)
+        if last >= 0:
+            self.complete(core, last + 1)
+
+    def core_finished(self, core_id: int):
+        with self.cond:
+            self.finished[core_id] = True
+            self.cond.notify_all()
+
+    # ---- points -------------------------------------------------------------------------------
+    def _post(self, core_id: int, channel, payload) -> tuple:
+        """Post this core's next call on ``channel``; the key of the peer's matching call."""
+        r = self.channel_rounds[core_id].get(channel, 0)
+        self.channel_rounds[core_id][channel] = r + 1
+        self.rounds[core_id] += 1
+        self.posts[(channel, r, core_id)] = payload
+        self.cond.notify_all()
+        return (channel, r, 1 - core_id)
+
+    def _wait(self, core_id: int, op: str, point: tuple, key: tuple, where: str | None = None):
+        """Wait (holding ``cond``) for the peer's post ``key``; return its payload."""
+        peer = 1 - core_id
+        seen, since = None, None
+        self.waiting[core_id] = (point, key)
+        self.cond.notify_all()
+        try:
+            while True:
+                if self.cancelled:
+                    raise CoreStopped
+                if key in self.posts:
+                    return self.posts.pop(key)
+                if self.finished[peer]:
+                    raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but core {peer} "
+                                            f"finished the kernel without reaching it", where=where)
+                blocked = self.waiting[peer]
+                if blocked is not None and blocked[1] not in self.posts and core_id == 0:
+                    raise DeadlockError(op, f"core {core_id} is at {_describe(point)} while core {peer} is at "
+                                            f"{_describe(blocked[0])}; both cores must reach the same sync "
+                                            f"points in the same order", where=where)
+                peer_core = self.cores[peer]
+                seq = None if peer_core is None else peer_core.seq
+                now = time.monotonic()
+                if blocked is not None or seq != seen or since is None:
+                    seen, since = seq, now          # a waiting peer is core 0's to report
+                elif now - since >= self.timeout:
+                    raise DeadlockError(op, f"core {core_id} waits at {_describe(point)} but core {peer} "
+                                            f"issued no instruction for {self.timeout:g} s", where=where)
+                self.cond.wait(min(_POLL_S, max(self.timeout - (now - since), 1e-3)))
+        finally:
+            self.waiting[core_id] = None
+
+    def barrier(self, core_id: int, op: str) -> None:
+        """``core_barrier``: wait until the other core reaches its matching barrier."""
+        with self.cond:
+            if self.cancelled:
+                raise CoreStopped
+            key = self._post(core_id, ("core_barrier",), None)
+            self._wait(core_id, op, ("core_barrier",), key)
+
+    def send(self, core, op: str, pipe_id: int, payload, receive: Callable, dst) -> None:
+        """``sendrecv`` on ``pipe_id``: post ``payload``; ``receive(peer_payload)`` writes this
+        core's dst now if the peer's matching call was posted, else before this core's next
+        instruction that is not a sync op (or when its kernel returns)."""
+        core_id = core.core_id
+        with self.cond:
+            if self.cancelled:
+                raise CoreStopped
+            point = ("sendrecv", pipe_id)
+            key = self._post(core_id, point, payload)
+            if key in self.posts and not self.pending[core_id]:
+                got = self.posts.pop(key)
+            else:
+                self.pending[core_id].append((point, key, receive, core.ins, kernel_location(), dst.alloc))
+                core.before_ins = self.before_instruction
+                core.fast = False
+                return
+        receive(got)
+
+    def complete(self, core, count: int | None = None) -> None:
+        """Write the first ``count`` (default: every) pending receives of ``core``, in call order,
+        waiting for the peer's posts."""
+        core_id = core.core_id
+        pending = self.pending[core_id]
+        count = len(pending) if count is None else count
+        for _ in range(count):
+            point, key, receive, ins, where, _ = pending[0]
+            with self.cond:
+                got = self._wait(core_id, ins.op, point, key, where)
+            prev, core.ins = core.ins, ins       # the write is the sendrecv's (race and event roles)
+            try:
+                receive(got, where)
+            finally:
+                core.ins = prev
+            pending.pop(0)
+        with self.cond:
+            if not self.cancelled and not pending:
+                core.before_ins = None
+                core.fast = core.settings.fast_paths
+
+
+_SYNC_APIS = frozenset(("nisa.core_barrier", "nisa.sendrecv"))
+
+
+def _describe(point):
+    return point[0] if len(point) == 1 else f"{point[0]} (pipe_id={point[1]})"
+
+
+def run_cores(func, args, kwargs, launch, finish: Callable):
+    """Run the kernel body on each core's thread (``finish(core)`` after it returned); return
+    core 0's result.
+
+    A launch never outlives its call: on any exit (a core failed, or the caller's thread was
+    interrupted, e.g. KeyboardInterrupt) the rendezvous is cancelled, every core stops at its
+    next instruction or sync point, and this returns (or raises) only after every core thread
+    has ended, so the caller's arrays are restored after the last write. When one core fails,
+    the other stops the same way (it does not run to the end). The caller's thread joins with
+    a timeout so a KeyboardInterrupt is seen at once; a core that issues no instruction for a
+    second after the cancel (a Python-level loop) is interrupted with an asynchronous
+    CoreStopped."""
+    n = launch.lnc
+    sync = launch.sync = Rendezvous(n, launch.settings.barrier_timeout_s)
+    results: list = [None] * n
+    errors: list = [None] * n
+    cores = [_CoreThread(i) for i in range(n)]
+
+    def body(me):
+        core_id = me.core_id
+        me.began.set()
+        core = state.CoreState(launch, core_id)
+        state.current.set(core)
+        sync.attach(core)
+        try:
+            me.live = True
+            results[core_id] = func(*args, **kwargs)
+            try:
+                sync.complete(core)        # receives still pending when the body returned
+            except NkiError as exc:
+                if not launch.record(exc):
+                    raise
+            finish(core)
+        except BaseException as exc:  # re-raised in the caller's thread below
+            errors[core_id] = exc
+            sync.cancel()
+        finally:
+            me.leave()
+            sync.core_finished(core_id)
+
+    def main(me):
+        try:
+            body(me)
+        except CoreStopped:            # delivered late, after the core's error was kept
+            pass
+        finally:
+            me.done.set()
+
+    for me in cores:
+        me.thread = threading.Thread(target=contextvars.Context().run, args=(main, me),
+                                     name=f"nkisim-core{me.core_id}", daemon=True)
+    try:
+        for me in cores:
+            me.spawned = True
+            me.thread.start()
+        for me in cores:
+            while not me.done.wait(0.05) and not sync.cancelled:
+                pass
+    except BaseException:
+        sync.cancel()
+        _stop_threads(cores)
+        raise
+    interrupted = _stop_threads(cores)        # after a core failed: the others end too
+    if interrupted is not None:
+        raise interrupted
+    failures = [(i, e) for i, e in enumerate(errors) if e is not None and not isinstance(e, CoreStopped)]
+    if failures:
+        # The root cause first: a deadlock is usually the consequence of the other core's error,
+        # and an uninitialised read on one core may be the consequence of a race with the other.
+        failures.sort(key=lambda ie: (isinstance(ie[1], DeadlockError), not isinstance(ie[1], RaceError)))
+        core_id, exc = failures[0]
+        if isinstance(exc, NkiError) and hasattr(exc, "add_note"):
+            exc.add_note(f"(raised on LNC core {core_id})")
+        raise exc
+    return results[0]
+
+
+class _CoreThread:
+    """One core's thread and what stopping it needs: whether it was spawned and began, and
+    whether it runs the kernel (only then may an asynchronous CoreStopped be raised in it)."""
+
+    def __init__(self, core_id):
+        self.core_id = core_id
+        self.thread = None
+        self.spawned = False
+        self.began = threading.Event()
+        self.done = threading.Event()       # set by the thread as its last step
+        self.live = False
+        self.guard = threading.Lock()
+
+    def leave(self) -> None:
+        """The kernel body is over: no asynchronous stop may arrive any more (one not yet
+        delivered is dropped)."""
+        import ctypes
+        with self.guard:
+            self.live = False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), None)
+
+    def interrupt(self) -> None:
+        import ctypes
+        with self.guard:
+            if self.live and self.thread.ident is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident),
+                                                           ctypes.py_object(CoreStopped))
+
+
+def _reap(thread) -> None:
+    """Wait (up to 1 s) until a thread that finished its work has left ``threading``'s table.
+    Decision: the thread's own ``done`` event says when it ended, not ``Thread.join`` /
+    ``is_alive``: a KeyboardInterrupt inside ``join(timeout)`` can mark a running thread stopped
+    (CPython bpo-45274's handling in ``_wait_for_tstate_lock``)."""
+    thread.join(1.0)
+    end = time.monotonic() + 1.0
+    while thread in threading.enumerate() and time.monotonic() < end:
+        time.sleep(0.001)
+
+
+def _stop_threads(cores):
+    """Wait until every core thread of a (cancelled) launch has ended; return the first
+    exception (KeyboardInterrupt) that arrived meanwhile, which does not cut the wait short: the
+    cores must not write after the caller's arrays are restored. A core still in its kernel a
+    second after the cancel (a Python-level loop issues no instruction) gets CoreStopped raised
+    in it. A thread whose start was interrupted is waited for if it began within 2 s."""
+    first = None
+    for me in cores:
+        t0 = time.monotonic()
+        stopped_at = None
+        while me.spawned:
+            try:
+                if not me.began.is_set():
+                    if me.began.wait(0.05) or time.monotonic() - t0 < 2.0:
+                        continue
+                    break                  # never ran (interrupted before it was spawned)
+                if me.done.wait(0.05):
+                    _reap(me.thread)
+                    break
+                now = time.monotonic()
+                stopped_at = stopped_at or now
+                if now - stopped_at >= 1.0:
+                    me.interrupt()
+                    stopped_at = now - 0.5
+            except BaseException as exc:      # keep waiting; the caller raises it afterwards
+                first = first or exc
+    return first
+
+
+__all__ = ["CoreStopped", "Rendezvous", "run_cores"]
