@@ -73,7 +73,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 def _act_reduce_rules(ins, dst, op, data, reduce_op, reduce_res, bias, scale, name):
     """activation_reduce's rules (see its docstring): (function, reduce row, reset_reduce)."""
     opn, t = ins.op, ins.target
-    row = alu.lookup_alu(reduce_op, opn, "reduce_op")
+    row = alu.lookup_alu(reduce_op, opn, "reduce_op", t)
     if row.name not in t.act_reduce_ops:
         raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
                                     f"{', '.join(t.act_reduce_ops)}")
@@ -105,6 +105,8 @@ def _activate_rules(opn, t, dst, op, data, bias, scale, reduce_row, reduce_res, 
     """The rules activation and activation_reduce share; Passed(scalar, (function, reduce row,
     reduce_cmd))."""
     fn = alu.lookup_act(op, opn, "op")
+    if bias is not None and fn is alu.ACT["reciprocal"] and not t.act_reciprocal_bias:
+        raise UnsupportedError(opn, f"op reciprocal does not support a bias on {t.name} (NeuronCore-v2)")
     rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]

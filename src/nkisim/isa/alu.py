@@ -13,7 +13,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from ..errors import ArgumentError
+from .. import arch as _arch
+from ..errors import ArgumentError, UnsupportedError
 
 F32 = np.float32
 
@@ -122,44 +123,109 @@ def _sigmoid(x):
         return (F32(1) / (F32(1) + np.exp(-x))).astype(F32, copy=False)
 
 
-def _erf(x):
-    """erf in float64 via Abramowitz & Stegun 7.1.26 refined to |error| < 1.2e-7 (W. J. Cody's
-    rational form is overkill for fp32 output); NumPy has no erf."""
-    x = np.asarray(x, np.float64)
-    s = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.5 * a)
-    # Numerical Recipes erfc Chebyshev fit, fractional error < 1.2e-7 everywhere.
-    y = t * np.exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277)))))))))
-    return (s * (1.0 - y)).astype(F32)
-
-
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_ERF_SPLIT = 2.0       # |x| below: erf by its series; above: erfc by its continued fraction
+
+
+def _erf_series(a):
+    """erf(a) for 0 <= a <= 2 (float64): 2/sqrt(pi) exp(-a^2) sum_k (2a^2)^k a / (2k+1)!!, every
+    term positive (no cancellation); 28 terms give < 3e-15 relative error on [0, 2]."""
+    a2 = a * a
+    term = a.copy()
+    total = a.copy()
+    for k in range(1, 28):
+        term *= (2.0 * a2) / (2 * k + 1)
+        total += term
+    return 2.0 * _INV_SQRT_PI * np.exp(-a2) * total
+
+
+def _erfc_fraction(a):
+    """erfc(a) for a >= 2 (float64): exp(-a^2)/sqrt(pi) / (a + (1/2)/(a + 1/(a + (3/2)/(a + ...))))
+    (Laplace's continued fraction); 32 levels give < 2e-12 relative error on [2, inf)."""
+    f = a.copy()
+    for k in range(32, 0, -1):
+        f = a + (0.5 * k) / f
+    with np.errstate(over="ignore", under="ignore"):
+        return np.exp(-a * a) * _INV_SQRT_PI / f
+
+
+def _erf_erfc64(x):
+    """(erf(x), erfc(x)) in float64, each accurate to ~1e-12 relative over the whole range
+    (erfc's tails included); NumPy has no erf."""
+    x = np.asarray(x, np.float64)
+    a = np.abs(x)
+    with np.errstate(invalid="ignore"):
+        small = a < _ERF_SPLIT
+        e_small = _erf_series(np.where(small, a, 0.0))
+        c_large = _erfc_fraction(np.where(small, _ERF_SPLIT, a))
+    c_large = np.where(np.isnan(a), np.nan, np.where(np.isinf(a), 0.0, c_large))
+    erf_a = np.where(small, e_small, 1.0 - c_large)
+    erfc_a = np.where(small, 1.0 - e_small, c_large)
+    neg = x < 0
+    return np.where(neg, -erf_a, erf_a), np.where(neg, 2.0 - erfc_a, erfc_a)
+
+
+def _limits(x, y, at_minus_inf, at_plus_inf):
+    """``y`` (float64, from x) with its limits at x = -inf / +inf where the formula gives inf * 0."""
+    if np.isinf(x).any():
+        y = np.where(x == -np.inf, at_minus_inf, np.where(x == np.inf, at_plus_inf, y))
+    return y
+
+
+def _erf(x):
+    """erf in float64 (series below 2, continued fraction above), rounded once to fp32: relative
+    error within 1 ulp of fp32 everywhere, erf(1e-8) = 2/sqrt(pi) * 1e-8 included."""
+    return _erf_erfc64(x)[0].astype(F32)
 
 
 def _gelu(x):
-    return (x * F32(0.5) * (F32(1) + _erf(x * F32(1 / math.sqrt(2))))).astype(F32, copy=False)
+    """x * Phi(x) = 0.5 x erfc(-x / sqrt 2) in float64, rounded once: accurate in relative terms in
+    the negative tail, where 1 + erf(x / sqrt 2) would cancel."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        return _limits(x, 0.5 * x * _erf_erfc64(-x * _INV_SQRT2)[1], -0.0, np.inf).astype(F32)
 
 
 def _gelu_dx(x):
-    phi = np.exp(F32(-0.5) * x * x) * F32(1 / math.sqrt(2 * math.pi))
-    return (F32(0.5) * (F32(1) + _erf(x * F32(1 / math.sqrt(2)))) + x * phi).astype(F32, copy=False)
+    """Phi(x) + x phi(x), in float64 (Phi = 0.5 erfc(-x / sqrt 2)), rounded once."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(under="ignore", invalid="ignore"):
+        phi = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        return _limits(x, 0.5 * _erf_erfc64(-x * _INV_SQRT2)[1] + x * phi, 0.0, 1.0).astype(F32)
+
+
+def _sigmoid64(z):
+    """1 / (1 + exp(-z)) in float64 (relatively accurate in both tails)."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-z))
 
 
 def _gelu_tanh(x):
-    return (F32(0.5) * x * (F32(1) + np.tanh(F32(_SQRT_2_PI) * (x + F32(0.044715) * x * x * x)))).astype(
-        F32, copy=False)
+    """0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), as x * sigmoid(2u) (the same value:
+    1 + tanh(u) = 2 sigmoid(2u)) in float64, rounded once: no cancellation in the negative tail."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = _SQRT_2_PI * (x + 0.044715 * x * x * x)
+        return _limits(x, x * _sigmoid64(2.0 * u), -0.0, np.inf).astype(F32)
 
 
 def _gelu_sig(x):
-    return (x * _sigmoid(F32(1.702) * x)).astype(F32, copy=False)
+    """x * sigmoid(1.702 x) in float64, rounded once."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        return _limits(x, x * _sigmoid64(1.702 * x), -0.0, np.inf).astype(F32)
 
 
 def _gelu_sig_dx(x):
-    s = _sigmoid(F32(1.702) * x)
-    return (s + F32(1.702) * x * s * (F32(1) - s)).astype(F32, copy=False)
+    """s + 1.702 x s (1 - s), s = sigmoid(1.702 x), 1 - s = sigmoid(-1.702 x), in float64, rounded
+    once."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        s, r = _sigmoid64(1.702 * x), _sigmoid64(-1.702 * x)
+        return _limits(x, s + 1.702 * x * s * r, 0.0, 1.0).astype(F32)
 
 
 def _silu(x):
@@ -167,8 +233,11 @@ def _silu(x):
 
 
 def _silu_dx(x):
-    s = _sigmoid(x)
-    return (s * (F32(1) + x * (F32(1) - s))).astype(F32, copy=False)
+    """s (1 + x (1 - s)), s = sigmoid(x), 1 - s = sigmoid(-x), in float64, rounded once (accurate
+    near its root at x ~ -1.28, where the fp32 formula cancels)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):
+        return _limits(x, _sigmoid64(x) * (1.0 + x * _sigmoid64(-x)), 0.0, 1.0).astype(F32)
 
 
 def _softplus(x):
@@ -180,7 +249,31 @@ def _mish(x):
 
 
 def _erf_dx(x):
-    return (F32(2 / math.sqrt(math.pi)) * np.exp(-x * x)).astype(F32, copy=False)
+    """2/sqrt(pi) exp(-x^2) in float64, rounded once (in fp32 the rounding of x^2 alone costs up
+    to ~60 ulp in the tails)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(under="ignore"):
+        return (2.0 * _INV_SQRT_PI * np.exp(-x * x)).astype(F32)
+
+
+def _sin(x):
+    """ScalarE sin, with no argument range reduction: sin(x) on [-pi, pi]; outside, the cubic the
+    engine's last polynomial piece extrapolates, -(x - pi) + (x - pi)^3 / 6 above pi (and the odd
+    mirror -(x + pi) + (x + pi)^3 / 6 below -pi), in float64, rounded once.
+
+    Docs: "the Scalar Engine performs no argument range reduction or clamping. It evaluates the
+    fitting polynomial directly, so nki.isa.activation(op=nl.sin) extrapolates a cubic outside
+    [-PI, PI] and sin(9.0) returns ~27.65 (not ~0.41)". Decision: the docs do not give the
+    polynomial; the cubic Taylor polynomial of sin at +-pi is continuous with sin (value and slope)
+    at +-pi and gives sin(9.0) = 27.6526, the documented ~27.65.
+    Source: aws-neuron-sdk nki/api/nki.api.shared.rst (Supported Activation Functions, note).
+    """
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.where(x > math.pi, x - math.pi, np.where(x < -math.pi, x + math.pi, x))
+        inside = np.abs(x) <= math.pi
+        y = np.where(inside, np.sin(np.where(inside, x, 0.0)), d * (d * d / 6.0 - 1.0))
+    return y.astype(F32)
 
 
 def _log(x):
@@ -205,7 +298,7 @@ ACT: dict[str, Callable] = {
     "exp": _exp, "sign": np.sign, "abs": np.abs, "gelu": _gelu, "gelu_dx": _gelu_dx,
     "gelu_apprx_tanh": _gelu_tanh, "gelu_apprx_sigmoid": _gelu_sig,
     "gelu_apprx_sigmoid_dx": _gelu_sig_dx, "silu": _silu, "silu_dx": _silu_dx, "log": _log,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "sqrt": _sqrt,
+    "sin": _sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "sqrt": _sqrt,
     "rsqrt": _rsqrt, "reciprocal": _reciprocal, "negative": np.negative,
 }
 
@@ -220,14 +313,20 @@ def op_name(op, where: str = "nisa", param: str | None = None) -> str:
     return _ALIASES.get(name, name)
 
 
-def lookup_alu(op, where: str = "nisa", param: str | None = None) -> AluOp:
+def lookup_alu(op, where: str = "nisa", param: str | None = None, target=None) -> AluOp:
     """The ALU row for ``op``; ArgumentError naming the op (and ``param``, the parameter that held it)
-    if it is not an ALU operator."""
+    if it is not an ALU operator; with ``target`` (an ``arch.Target``), UnsupportedError if that
+    generation lacks the operator (``arch.alu_ops_excluded``: abs_max/abs_min before trn3)."""
     name = op_name(op, where, param)
     row = ALU.get(name)
     if row is None:
         raise ArgumentError(where, f"{param + ' ' if param else ''}{name} is not an ALU operator; expected one "
                               f"of {', '.join(sorted(ALU))}")
+    if target is not None and name in target.alu_ops_excluded:
+        first = min((t for t in _arch.TARGETS.values() if name not in t.alu_ops_excluded),
+                    key=lambda t: t.nc_version)
+        raise UnsupportedError(where, f"{param + ' ' if param else ''}{name} needs {first.name} or newer, "
+                                      f"not supported on {target.name}")
     return row
 
 

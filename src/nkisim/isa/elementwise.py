@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import out_f32, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
@@ -30,7 +30,8 @@ _TT_ENGINES = (_engine.vector, _engine.gpsimd, _engine.unknown)
 def _tt_rules(ins, dst, data1, data2, op, engine, name):
     """tensor_tensor's rules (see its docstring): the ALU row, and the engine that runs it."""
     opn, t = ins.op, ins.target
-    row = alu.lookup_alu(op, opn, "op")
+    row = alu.lookup_alu(op, opn, "op", t)
+    _binary_op(opn, "op", row)
     eng = as_enum(_engine, engine, opn)
     if row.name == "power":
         rules.engine_in(opn, eng, (_engine.gpsimd, _engine.unknown), t, "for op power")
@@ -48,6 +49,7 @@ def _tt_rules(ins, dst, data1, data2, op, engine, name):
     if row.kind == "bitvec":
         rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
         rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
+        rules.int_dtype(opn, "dst", dst, f"bitvec op {row.name}")
     if eng is _engine.unknown:      # int32/uint32 inputs go to GpSimd unless an operand is in PSUM
         eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and psum not in
                                  (dst.buffer, data1.buffer, data2.buffer)) else _engine.vector
@@ -108,8 +110,14 @@ def _apply(row, x, operand, reverse):
 def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
     """tensor_scalar's rules (see its docstring): the ALU rows (op0, op1 or None) and the engine."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1") if op1 is not None else None
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
+    row1 = alu.lookup_alu(op1, opn, "op1", t) if op1 is not None else None
+    _unary_operand(opn, "op0", row0, "operand0", operand0)
+    if row1 is None:
+        if operand1 is not None:
+            raise ArgumentError(opn, f"operand1 must be None when op1 is None (unused), got {_shown(operand1)}")
+    else:
+        _unary_operand(opn, "op1", row1, "operand1", operand1)
     eng = as_enum(_engine, engine, opn)
     rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
@@ -128,8 +136,36 @@ def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, 
         if row1 is not None and isinstance(operand1, NkiTensor):
             rules.float32_operand(opn, "operand1", operand1, f"for arithmetic op1 {row1.name}")
     else:
-        rules.int_dtype(opn, "data", data, f"bitvec op {row0.name}")
+        what = f"bitvec op {row0.name}"
+        rules.int_dtype(opn, "data", data, what)
+        rules.int_dtype(opn, "dst", dst, what)
+        for nm, v in (("operand0", operand0), ("operand1", operand1)):
+            if isinstance(v, NkiTensor):
+                rules.int_dtype(opn, nm, v, what)
+            elif isinstance(v, (float, np.floating)):
+                raise DtypeError(opn, f"{nm} {v!r} is a float; bitvec op {row0.name} needs an integer "
+                                      f"scalar or tile")
     return Passed(_engine.vector if eng is _engine.unknown else eng, (row0, row1))
+
+
+def _shown(v):
+    """An operand as an error message shows it."""
+    return f"a tensor of shape {v.shape}" if isinstance(v, NkiTensor) else repr(v)
+
+
+def _unary_operand(opn, what, row, param, v):
+    """A unary operator takes no operand: ``param`` must be None or 0 (docs: operand0 "Must be None
+    or 0 when op0 is a unary operator"; Decision: the same for operand1 with a unary op1)."""
+    if row.unary and not (v is None or (not isinstance(v, NkiTensor) and np.ndim(v) == 0 and v == 0)):
+        raise ArgumentError(opn, f"{param} must be None or 0 when {what} {row.name} is a unary operator, "
+                                 f"got {_shown(v)}")
+
+
+def _binary_op(opn, what, row):
+    """tensor_tensor takes "any supported binary operator" (Decision: nl.bypass, which passes its
+    first input, too)."""
+    if row.unary and row.name != "bypass":
+        raise ArgumentError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
 
 
 def _ts_compute(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
@@ -232,8 +268,8 @@ def _arith(opn, what, row, binary=False):
 def _stt_rules(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1, name):
     """scalar_tensor_tensor's rules (see its docstring): the ALU rows (op0, op1)."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1")
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
+    row1 = alu.lookup_alu(op1, opn, "op1", t)
     _arith(opn, "op0", row0)
     _arith(opn, "op1", row1, binary=True)
     rules.tiles(opn, t, dst=dst, data=data, operand1=operand1)
