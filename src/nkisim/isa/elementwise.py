@@ -88,16 +88,22 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
     Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
     ``nl.power`` and for all-int32/uint32 operands (vector when any operand is in PSUM), else
     vector; the event names the engine picked.
+    Operators: "any supported binary operator" (a unary one raises ArgumentError; Decision:
+    ``nl.bypass`` passes data1); abs_max/abs_min need trn3 or newer ("Available only on
+    NeuronCore-v4 (trn3) and newer", nl.abs_max; ``arch.alu_ops_excluded``), else UnsupportedError.
     Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
-    shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
+    shifts, invert) need integer data1, data2 and dst ("the input/output data types must be
+    integer types", DtypeError) and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
     computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
     dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
     goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
     (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
     like any value (saturating into a narrower integer dtype).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, ArgumentError (unknown or unary
+    op), UnsupportedError (op not on this target).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor), nki/api/nki.api.shared.rst
+    (ALU operators), nki/api/nki/language/__init__.py (abs_max, abs_min).
     """
 
 
@@ -202,12 +208,16 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     """dst = (data op0 operand0) op1 operand1; operands broadcast along the free dims.
 
     ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` likewise for op1. A unary op0/op1
-    (abs, square, relu, rsqrt, reciprocal, ...) ignores its operand.
+    (abs, square, relu, rsqrt, reciprocal, ...) takes no operand: operand0 "Must be None or 0 when
+    op0 is a unary operator" (Decision: operand1 likewise for a unary op1), else ArgumentError.
+    "op1 and operand1 are optional, but must be None (default values) when unused": operand1
+    with op1=None raises ArgumentError. abs_max/abs_min need trn3 or newer (UnsupportedError).
     Shapes: data, dst (P, F...), P <= pmax, same elements per partition; operand0/1 a scalar or a
     (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; with arithmetic ops a
     tensor operand0 (and operand1 when op1 is given) must be float32 ("the operand0 and operand1
-    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns with
-    integer operands.
+    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns: data and
+    dst integer ("the input/output data types must be integer types"), and Decision: a tensor
+    operand integer too, a scalar operand not a Python/NumPy float (DtypeError).
     Engine ("vector, scalar, gpsimd (only allowed for rsqrt) or unknown"): bitvec ops only on
     vector ("must run on Vector Engine"); gpsimd only when every operator given is rsqrt
     (Decision: op1 None or rsqrt); scalar only for the (op0, op1) pairs of
@@ -219,7 +229,8 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     vector (the docs: "let compiler select best engine based on the input tile shape"; vector
     takes every operator pair); the event names the engine that ran it.
     Buffers: SBUF or PSUM (GpSimd: SBUF only).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, ArgumentError (unknown op,
+    operand of a unary or unused op), UnsupportedError (op not on this target).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar, activate2).
     """
 
@@ -302,9 +313,9 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     scalar or a (P, 1) tensor. Dtypes: any, operand0 included ("All input tiles can be any
     supported NKI data type"; unlike tensor_scalar, no float32 rule); arithmetic operators only,
     math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both
-    in PSUM. Engine: Vector.
+    in PSUM. Engine: Vector. abs_max/abs_min need trn3 or newer (UnsupportedError).
     Raises: ShapeError (also a unary op1), MemorySpaceError, DtypeError (bitvec op), NkiError
-    (unknown op).
+    (unknown op), UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (scalar_tensor_tensor).
     """
 

@@ -249,9 +249,12 @@ def _unary_direct(name, x, dtype=None):
 def _rounding_instruction(name, fn):
     """The instruction of ``nl.<name>`` (ceil, floor, trunc): dst = fn(x) on the fp32 values,
     rounded once into dst.dtype. Decision (docs silent on the engine): a Vector engine
-    ``tensor_scalar`` (an ALU pass over the tile), as the other unary ALU functions."""
+    ``tensor_scalar`` (an ALU pass over the tile), as the other unary ALU functions. Decision: an
+    integer tile is its own ceil/floor/trunc, so its values pass exactly (int32 beyond 2**24
+    included) instead of through fp32."""
     def compute(ins, dst, x):
-        write(dst, fn(read_f32(x)))
+        # an integer is its own ceil/floor/trunc: its values pass exactly (no fp32 detour)
+        write(dst, read_raw(x) if _dt.is_int(x.dtype) else fn(read_f32(x)))
 
     def stub(dst, x):
         pass
