@@ -295,3 +295,15 @@ def test_activation_reciprocal_takes_no_bias_on_trn1():
     np.testing.assert_array_equal(_run(body, x, b, target="trn2"), F32(1) / (x + F32(1)))
     got = _run(lambda d, t: nisa.activation(d, nl.reciprocal, t), x, target="trn1")
     np.testing.assert_array_equal(got, F32(1) / x)
+
+
+def test_tensor_tensor_int32_dispatch_needs_every_tile_int32():
+    """Docs (tensor_tensor): "When all input/output tiles are int32 or uint32, the operation
+    defaults to GpSimd Engine, which uses native integer arithmetic"; with a float32 dst the
+    default engine is vector, which computes in float32."""
+    a = np.full((2, 4), 16777217, np.int32)
+    b = np.full((2, 4), 2, np.int32)
+    exact = _run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b)
+    np.testing.assert_array_equal(exact, np.full((2, 4), 16777219, np.int32))
+    via_fp32 = _run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b, dst_dtype=nl.float32)
+    np.testing.assert_array_equal(via_fp32, np.full((2, 4), F32(16777216) + F32(2), F32))

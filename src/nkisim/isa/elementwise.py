@@ -50,9 +50,10 @@ def _tt_rules(ins, dst, data1, data2, op, engine, name):
         rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
         rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
         rules.int_dtype(opn, "dst", dst, f"bitvec op {row.name}")
-    if eng is _engine.unknown:      # int32/uint32 inputs go to GpSimd unless an operand is in PSUM
-        eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and psum not in
-                                 (dst.buffer, data1.buffer, data2.buffer)) else _engine.vector
+    if eng is _engine.unknown:      # all-int32/uint32 tiles go to GpSimd unless one is in PSUM
+        eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and dst.dtype in
+                                 _EXACT_INT and psum not in (dst.buffer, data1.buffer, data2.buffer)) \
+            else _engine.vector
     return Passed(eng, row)
 
 
@@ -86,8 +87,9 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
     Engine: vector, gpsimd or unknown ("engine: ... vector, gpsimd or unknown"; scalar and the
     others raise EngineError); ``nl.power`` runs only on gpsimd; bitvec ops only on vector ("Vector
     Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
-    ``nl.power`` and for all-int32/uint32 operands (vector when any operand is in PSUM), else
-    vector; the event names the engine picked.
+    ``nl.power`` and when data1, data2 and dst are all int32/uint32 ("When all input/output tiles
+    are int32 or uint32, the operation defaults to GpSimd Engine"; vector when any is in PSUM),
+    else vector; the event names the engine picked.
     Operators: "any supported binary operator" (a unary one raises ArgumentError; Decision:
     ``nl.bypass`` passes data1); abs_max/abs_min need trn3 or newer ("Available only on
     NeuronCore-v4 (trn3) and newer", nl.abs_max; ``arch.alu_ops_excluded``), else UnsupportedError.
@@ -95,7 +97,7 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
     shifts, invert) need integer data1, data2 and dst ("the input/output data types must be
     integer types", DtypeError) and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
+    computes exactly (engine gpsimd, or unknown with an int32/uint32 dst and no operand in PSUM: "the automatic GpSimd
     dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
     goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
     (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
