@@ -108,7 +108,25 @@ RESULTS = [
     ("broadcast_to", lambda x: nl.broadcast_to(x[:, 0:1], (4, 8)), (XB,), nl.sbuf, BF16),
     # matmul: the docs' example "result_psum = nl.matmul(x, y, transpose_x=True)  # x.T @ y, in PSUM"
     ("matmul", lambda x, y: nl.matmul(x, y, transpose_x=True), (X, X), nl.psum, F32),
+    # transpose: the docs' example "result_psum = nl.transpose(x)"
+    ("transpose", nl.transpose, (XB,), nl.psum, BF16),
+    ("transpose dtype", lambda x: nl.transpose(x, dtype=nl.float32), (XB,), nl.psum, F32),
 ]
+
+
+def test_load_transpose2d_is_an_exact_sbuf_tile():
+    """load_transpose2d: "a new tile on SBUF with values from src 2D-transposed"."""
+    info = {}
+
+    def kernel(h):
+        t = nl.load_transpose2d(h)
+        info.update(buffer=t.buffer, dtype=np.dtype(t.dtype))
+        o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+        nl.store(o, value=t)
+        return o
+    got = simulate(kernel, BIG)
+    assert info == {"buffer": nl.sbuf, "dtype": np.dtype(I32)}
+    np.testing.assert_array_equal(got, BIG.T)
 
 
 @pytest.mark.parametrize("name, fn, inputs, buffer, dtype", RESULTS, ids=[r[0] for r in RESULTS])
