@@ -307,3 +307,12 @@ def test_tensor_tensor_int32_dispatch_needs_every_tile_int32():
     np.testing.assert_array_equal(exact, np.full((2, 4), 16777219, np.int32))
     via_fp32 = _run(lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add), a, b, dst_dtype=nl.float32)
     np.testing.assert_array_equal(via_fp32, np.full((2, 4), F32(16777216) + F32(2), F32))
+
+
+def test_activation_prelu_is_documented_but_not_simulated():
+    """The activation table lists nl.prelu, but nisa.activation takes no slope: Decision,
+    UnsupportedError (not "not an activation function")."""
+    with pytest.raises(UnsupportedError, match=r"^nisa\.activation: op prelu is a documented activation "
+                                               r"function nkisim does not simulate: its slope is not a "
+                                               r"parameter of nisa\.activation" + LOC):
+        act(np.ones((2, 2), F32), nl.prelu)

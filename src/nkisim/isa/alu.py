@@ -392,6 +392,11 @@ ACT: dict[str, Callable] = {
 }
 
 
+# Activation functions the docs list (nki.api.shared.rst, Supported Activation Functions) that
+# nkisim does not simulate, and why.
+_ACT_NOT_SIMULATED = {"prelu": "its slope is not a parameter of nisa.activation"}
+
+
 def op_name(op, where: str = "nisa", param: str | None = None) -> str:
     """The canonical name of an op token: ``nl.add``, an AluOp, a NumPy ufunc/function or a string.
     ``where`` (the op) and ``param`` (its parameter name, e.g. "op0") only label the error."""
@@ -423,6 +428,9 @@ def lookup_act(op, where: str = "nisa.activation", param: str | None = None) -> 
     name = op_name(op, where, param)
     if name == "bypass":
         name = "copy"
+    if name in _ACT_NOT_SIMULATED:
+        raise UnsupportedError(where, f"{param + ' ' if param else ''}{name} is a documented activation "
+                                      f"function nkisim does not simulate: {_ACT_NOT_SIMULATED[name]}")
     fn = ACT.get(name)
     if fn is None:
         raise ArgumentError(where, f"{param + ' ' if param else ''}{name} is not an activation function; "
