@@ -3,11 +3,11 @@ matmul/transpose, free-axis reductions, softmax, rms_norm, where, broadcast_to, 
 
 Each lowers to ``nisa`` ops (so the hardware rules apply) on fp32 intermediates and rounds once into
 the result dtype; functions no ``nisa`` op computes exactly (ceil, floor, trunc, where,
-broadcast_to, gather_flattened, the range reduction of nl.sin, ``x op= y``) are instructions declared here
-(``isa.dispatch.instruction`` specs named after the nl function, with the ISA instruction the
-hardware would run as ``op``), computed directly with the same checks. Operator tokens (``nl.add``,
-``nl.max``, ...) reach their tile function through ``call(name, ...)``; NkiTensor's Python
-operators through ``operator``/``inplace``.
+broadcast_to, gather_flattened, the range reduction of nl.sin, ``x op= y``) are instructions
+declared here (``isa.dispatch.instruction`` specs named after the nl function, with the ISA
+instruction the hardware would run as ``op``), computed directly with the same checks. Operator
+tokens (``nl.add``, ``nl.max``, ...) reach their tile function through ``call(name, ...)``;
+NkiTensor's Python operators through ``operator``/``inplace``.
 
 Every tile function that issues instructions runs through ``isa.dispatch.api_function``: an
 unknown keyword raises a TypeError naming the function; the events of its instructions say
