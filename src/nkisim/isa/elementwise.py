@@ -97,9 +97,9 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
     shifts, invert) need integer data1, data2 and dst ("the input/output data types must be
     integer types", DtypeError) and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (engine gpsimd, or unknown with an int32/uint32 dst and no operand in PSUM: "the automatic GpSimd
-    dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
-    goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
+    computes exactly (engine gpsimd, or unknown with an int32/uint32 dst and no operand in PSUM:
+    "the automatic GpSimd dispatch for int32/uint32 falls back to Vector Engine when any operand
+    resides in PSUM"; vector goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
     (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
     like any value (saturating into a narrower integer dtype).
     Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, ArgumentError (unknown or unary
@@ -123,7 +123,8 @@ def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, 
     _unary_operand(opn, "op0", row0, "operand0", operand0)
     if row1 is None:
         if operand1 is not None:
-            raise ArgumentError(opn, f"operand1 must be None when op1 is None (unused), got {_shown(operand1)}")
+            raise ArgumentError(opn, f"operand1 must be None when op1 is None (unused), got "
+                                     f"{_shown(operand1)}")
     else:
         _unary_operand(opn, "op1", row1, "operand1", operand1)
     eng = as_enum(_engine, engine, opn)
