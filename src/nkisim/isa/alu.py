@@ -425,6 +425,9 @@ def lookup_alu(op, where: str = "nisa", param: str | None = None, target=None) -
 
 
 def lookup_act(op, where: str = "nisa.activation", param: str | None = None) -> Callable:
+    """The ScalarE function for ``op``: ArgumentError if it is not one, UnsupportedError for a
+    documented one nkisim does not simulate (prelu). Decision: cos, tan, negative, identity (not in
+    the docs' activation table) are accepted; the nl functions of the same names lower to them."""
     name = op_name(op, where, param)
     if name == "bypass":
         name = "copy"
