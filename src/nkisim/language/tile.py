@@ -43,7 +43,7 @@ from ..isa.transpose import nc_transpose as _nc_transpose
 from ..isa.dispatch import Passed, api_function, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
-from ..memory.access import copy_deferred, matmul_flags, read_f32, read_raw, write
+from ..memory.access import matmul_flags, read_f32, read_raw, write
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
