@@ -31,6 +31,10 @@ class Target:
     # tensor_scalar (op0, op1) pairs the Scalar engine runs (op1 None = one operator); docs: trn2 list
     act_tensor_scalar_ops: tuple = (("multiply", "add"), ("multiply", None), ("add", None))
     act_tensor_copy: bool = True      # tensor_copy may run on the Scalar engine (not NeuronCore-v2)
+    act_reciprocal_bias: bool = True  # activation(op=reciprocal) takes a bias (not NeuronCore-v2)
+    # ALU operators this generation lacks (nl.abs_max/abs_min: "Available only on NeuronCore-v4
+    # (trn3) and newer")
+    alu_ops_excluded: tuple = ()
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
     dma_transpose_itemsize: int = 2   # dma_transpose element width (bytes)
     dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: src.shape[0] must equal this
@@ -57,9 +61,10 @@ class Target:
 
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
-              sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False)
+              sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,
+              act_reciprocal_bias=False, alu_ops_excluded=("abs_max", "abs_min"))
 TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
-              sbuf_usable_bytes=212984, lnc_max=2)
+              sbuf_usable_bytes=212984, lnc_max=2, alu_ops_excluded=("abs_max", "abs_min"))
 TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
               sbuf_usable_bytes=245752, lnc_max=2,
               matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,

@@ -524,7 +524,8 @@ _SCALAR_PAIRS_TRN2 = [(nl.multiply, nl.add), (nl.multiply, None), (nl.add, None)
 def test_tensor_scalar_scalar_engine_pairs(rng, target, op0, op1):
     """Docs (trn2): multiply+add, multiply, add. Decision: trn1 has the same list; op1=bypass = None."""
     x = randn(rng, (4, 5))
-    got = run(lambda d, t: nisa.tensor_scalar(d, t, op0, 3.0, op1=op1, operand1=0.5, engine=E.scalar),
+    operand1 = 0.5 if op1 is nl.add else None     # docs: None when op1 is unused (or unary)
+    got = run(lambda d, t: nisa.tensor_scalar(d, t, op0, 3.0, op1=op1, operand1=operand1, engine=E.scalar),
               x, target=target)
     y = x * np.float32(3) if op0 is nl.multiply else x + np.float32(3)
     want = y + np.float32(0.5) if op1 is nl.add else y
@@ -539,8 +540,8 @@ def test_tensor_scalar_scalar_engine_other_pairs_rejected(target, op0, op1):
     n0, n1 = alu_name(op0), alu_name(op1)
     with pytest.raises(EngineError, match=rf"^nisa\.tensor_scalar: engine scalar is not supported for op0 {n0}, "
                                           rf"op1 {n1} on {target}; expected vector or unknown" + LOC):
-        run(lambda d, t: nisa.tensor_scalar(d, t, op0, 2.0, op1=op1, operand1=1.0, engine=E.scalar), x,
-            target=target)
+        run(lambda d, t: nisa.tensor_scalar(d, t, op0, 2.0, op1=op1, operand1=None if op1 is None else 1.0,
+                                            engine=E.scalar), x, target=target)
 
 
 def alu_name(op):

@@ -150,7 +150,7 @@ OWN = [
     ("tensor_scalar", "nl.multiply (in place)", "vector", [], [("x", "sbuf", (4, 8), "float32")]),
     ("tensor_scalar", "nl.floor", "vector", [("x", "sbuf", (4, 8), "float32")],
      [("dst", "sbuf", (4, 8), "float32")]),
-    ("activation", "nl.copy", "scalar", [("data", "sbuf", (4, 8), "float32")],
+    ("tensor_copy", "nl.copy", "vector", [("src", "sbuf", (4, 8), "float32")],
      [("dst", "sbuf", (4, 8), "float32")]),
     ("select", "nl.where", "vector",
      [("condition", "sbuf", (4, 8), "float32"), ("x", "sbuf", (4, 8), "float32")],

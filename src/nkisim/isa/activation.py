@@ -64,16 +64,23 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     Engine: Scalar only ("using Scalar Engine"). Decision: the docs list no ``engine`` parameter;
     nkisim takes a keyword-only ``engine=`` (kernels pass ``engine=nisa.scalar_engine``), which
     must be scalar or unknown, anything else raises EngineError; the event's engine is scalar.
+    Functions: ``isa.alu.ACT`` (fp32 of the exact function, e.g. erf and the gelu family accurate
+    in relative terms in their tails). ``op=nl.sin`` has no range reduction ("the Scalar Engine
+    performs no argument range reduction or clamping ... sin(9.0) returns ~27.65"): outside
+    [-pi, pi] it extrapolates a cubic (see ``isa.alu._sin``; nl.sin reduces the range first).
+    ``op=nl.reciprocal`` takes no bias on trn1 ("doesn't support setting bias on NeuronCore-v2",
+    ``arch.act_reciprocal_bias``): UnsupportedError.
     Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown function),
-    UnsupportedError (reduce_op not nl.add, scalar bias on trn1).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation).
+    UnsupportedError (reduce_op not nl.add, scalar bias on trn1, reciprocal with a bias on trn1).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation), nki/api/nki.api.shared.rst
+    (activation functions and the note on sin; engine selection: reciprocal).
     """
 
 
 def _act_reduce_rules(ins, dst, op, data, reduce_op, reduce_res, bias, scale, name):
     """activation_reduce's rules (see its docstring): (function, reduce row, reset_reduce)."""
     opn, t = ins.op, ins.target
-    row = alu.lookup_alu(reduce_op, opn, "reduce_op")
+    row = alu.lookup_alu(reduce_op, opn, "reduce_op", t)
     if row.name not in t.act_reduce_ops:
         raise UnsupportedError(opn, f"reduce_op {row.name} is not supported on {t.name}; expected one of "
                                     f"{', '.join(t.act_reduce_ops)}")
@@ -105,6 +112,8 @@ def _activate_rules(opn, t, dst, op, data, bias, scale, reduce_row, reduce_res, 
     """The rules activation and activation_reduce share; Passed(scalar, (function, reduce row,
     reduce_cmd))."""
     fn = alu.lookup_act(op, opn, "op")
+    if bias is not None and fn is alu.ACT["reciprocal"] and not t.act_reciprocal_bias:
+        raise UnsupportedError(opn, f"op reciprocal does not support a bias on {t.name} (NeuronCore-v2)")
     rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
     p = data.shape[0]

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import out_f32, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
@@ -30,7 +30,8 @@ _TT_ENGINES = (_engine.vector, _engine.gpsimd, _engine.unknown)
 def _tt_rules(ins, dst, data1, data2, op, engine, name):
     """tensor_tensor's rules (see its docstring): the ALU row, and the engine that runs it."""
     opn, t = ins.op, ins.target
-    row = alu.lookup_alu(op, opn, "op")
+    row = alu.lookup_alu(op, opn, "op", t)
+    _binary_op(opn, "op", row)
     eng = as_enum(_engine, engine, opn)
     if row.name == "power":
         rules.engine_in(opn, eng, (_engine.gpsimd, _engine.unknown), t, "for op power")
@@ -48,9 +49,11 @@ def _tt_rules(ins, dst, data1, data2, op, engine, name):
     if row.kind == "bitvec":
         rules.int_dtype(opn, "data1", data1, f"bitvec op {row.name}")
         rules.int_dtype(opn, "data2", data2, f"bitvec op {row.name}")
-    if eng is _engine.unknown:      # int32/uint32 inputs go to GpSimd unless an operand is in PSUM
-        eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and psum not in
-                                 (dst.buffer, data1.buffer, data2.buffer)) else _engine.vector
+        rules.int_dtype(opn, "dst", dst, f"bitvec op {row.name}")
+    if eng is _engine.unknown:      # all-int32/uint32 tiles go to GpSimd unless one is in PSUM
+        eng = _engine.gpsimd if (data1.dtype in _EXACT_INT and data2.dtype in _EXACT_INT and dst.dtype in
+                                 _EXACT_INT and psum not in (dst.buffer, data1.buffer, data2.buffer)) \
+            else _engine.vector
     return Passed(eng, row)
 
 
@@ -84,18 +87,25 @@ def tensor_tensor(dst, data1, data2, op, engine=_engine.unknown, name=None):
     Engine: vector, gpsimd or unknown ("engine: ... vector, gpsimd or unknown"; scalar and the
     others raise EngineError); ``nl.power`` runs only on gpsimd; bitvec ops only on vector ("Vector
     Engine treats all input elements as bit patterns"). ``engine=unknown`` picks gpsimd for
-    ``nl.power`` and for all-int32/uint32 operands (vector when any operand is in PSUM), else
-    vector; the event names the engine picked.
+    ``nl.power`` and when data1, data2 and dst are all int32/uint32 ("When all input/output tiles
+    are int32 or uint32, the operation defaults to GpSimd Engine"; vector when any is in PSUM),
+    else vector; the event names the engine picked.
+    Operators: "any supported binary operator" (a unary one raises ArgumentError; Decision:
+    ``nl.bypass`` passes data1); abs_max/abs_min need trn3 or newer ("Available only on
+    NeuronCore-v4 (trn3) and newer", nl.abs_max; ``arch.alu_ops_excluded``), else UnsupportedError.
     Dtypes: arithmetic ops compute in fp32 and round once into dst.dtype. Bitvec ops (bitwise_*,
-    shifts, invert) need integer operands and work on bit patterns. Exact integer path: when both
+    shifts, invert) need integer data1, data2 and dst ("the input/output data types must be
+    integer types", DtypeError) and work on bit patterns. Exact integer path: when both
     inputs are int32/uint32 and the op is add/subtract/multiply/maximum/minimum, the GpSimd engine
-    computes exactly (engine gpsimd, or unknown with no operand in PSUM: "the automatic GpSimd
-    dispatch for int32/uint32 falls back to Vector Engine when any operand resides in PSUM"; vector
-    goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
+    computes exactly (engine gpsimd, or unknown with an int32/uint32 dst and no operand in PSUM:
+    "the automatic GpSimd dispatch for int32/uint32 falls back to Vector Engine when any operand
+    resides in PSUM"; vector goes through fp32) in native 32-bit arithmetic, which wraps modulo 2**32
     (Decision: the docs say "native integer arithmetic"); the result then converts to dst.dtype
     like any value (saturating into a narrower integer dtype).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
-    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, ArgumentError (unknown or unary
+    op), UnsupportedError (op not on this target).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_tensor), nki/api/nki.api.shared.rst
+    (ALU operators), nki/api/nki/language/__init__.py (abs_max, abs_min).
     """
 
 
@@ -108,8 +118,15 @@ def _apply(row, x, operand, reverse):
 def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
     """tensor_scalar's rules (see its docstring): the ALU rows (op0, op1 or None) and the engine."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1") if op1 is not None else None
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
+    row1 = alu.lookup_alu(op1, opn, "op1", t) if op1 is not None else None
+    _unary_operand(opn, "op0", row0, "operand0", operand0)
+    if row1 is None:
+        if operand1 is not None:
+            raise ArgumentError(opn, f"operand1 must be None when op1 is None (unused), got "
+                                     f"{_shown(operand1)}")
+    else:
+        _unary_operand(opn, "op1", row1, "operand1", operand1)
     eng = as_enum(_engine, engine, opn)
     rules.tiles(opn, t, dst=dst, data=data)
     rules.same_tile(opn, "data", data, "dst", dst)
@@ -128,8 +145,36 @@ def _ts_rules(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, 
         if row1 is not None and isinstance(operand1, NkiTensor):
             rules.float32_operand(opn, "operand1", operand1, f"for arithmetic op1 {row1.name}")
     else:
-        rules.int_dtype(opn, "data", data, f"bitvec op {row0.name}")
+        what = f"bitvec op {row0.name}"
+        rules.int_dtype(opn, "data", data, what)
+        rules.int_dtype(opn, "dst", dst, what)
+        for nm, v in (("operand0", operand0), ("operand1", operand1)):
+            if isinstance(v, NkiTensor):
+                rules.int_dtype(opn, nm, v, what)
+            elif isinstance(v, (float, np.floating)):
+                raise DtypeError(opn, f"{nm} {v!r} is a float; bitvec op {row0.name} needs an integer "
+                                      f"scalar or tile")
     return Passed(_engine.vector if eng is _engine.unknown else eng, (row0, row1))
+
+
+def _shown(v):
+    """An operand as an error message shows it."""
+    return f"a tensor of shape {v.shape}" if isinstance(v, NkiTensor) else repr(v)
+
+
+def _unary_operand(opn, what, row, param, v):
+    """A unary operator takes no operand: ``param`` must be None or 0 (docs: operand0 "Must be None
+    or 0 when op0 is a unary operator"; Decision: the same for operand1 with a unary op1)."""
+    if row.unary and not (v is None or (not isinstance(v, NkiTensor) and np.ndim(v) == 0 and v == 0)):
+        raise ArgumentError(opn, f"{param} must be None or 0 when {what} {row.name} is a unary operator, "
+                                 f"got {_shown(v)}")
+
+
+def _binary_op(opn, what, row):
+    """tensor_tensor takes "any supported binary operator" (Decision: nl.bypass, which passes its
+    first input, too)."""
+    if row.unary and row.name != "bypass":
+        raise ArgumentError(opn, f"{what} {row.name} is a unary operator; a binary operator is required")
 
 
 def _ts_compute(ins, dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name):
@@ -166,12 +211,16 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     """dst = (data op0 operand0) op1 operand1; operands broadcast along the free dims.
 
     ``reverse0`` computes ``operand0 op0 data``; ``reverse1`` likewise for op1. A unary op0/op1
-    (abs, square, relu, rsqrt, reciprocal, ...) ignores its operand.
+    (abs, square, relu, rsqrt, reciprocal, ...) takes no operand: operand0 "Must be None or 0 when
+    op0 is a unary operator" (Decision: operand1 likewise for a unary op1), else ArgumentError.
+    "op1 and operand1 are optional, but must be None (default values) when unused": operand1
+    with op1=None raises ArgumentError. abs_max/abs_min need trn3 or newer (UnsupportedError).
     Shapes: data, dst (P, F...), P <= pmax, same elements per partition; operand0/1 a scalar or a
     (P, 1) tensor. Dtypes: arithmetic in fp32, rounded once into dst.dtype; with arithmetic ops a
     tensor operand0 (and operand1 when op1 is given) must be float32 ("the operand0 and operand1
-    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns with
-    integer operands.
+    (if used) must be float32"); bitvec ops (both ops bitvec) on integer bit patterns: data and
+    dst integer ("the input/output data types must be integer types"), and Decision: a tensor
+    operand integer too, a scalar operand not a Python/NumPy float (DtypeError).
     Engine ("vector, scalar, gpsimd (only allowed for rsqrt) or unknown"): bitvec ops only on
     vector ("must run on Vector Engine"); gpsimd only when every operator given is rsqrt
     (Decision: op1 None or rsqrt); scalar only for the (op0, op1) pairs of
@@ -183,7 +232,8 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     vector (the docs: "let compiler select best engine based on the input tile shape"; vector
     takes every operator pair); the event names the engine that ran it.
     Buffers: SBUF or PSUM (GpSimd: SBUF only).
-    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, NkiError (unknown op).
+    Raises: ShapeError, MemorySpaceError, DtypeError, EngineError, ArgumentError (unknown op,
+    operand of a unary or unused op), UnsupportedError (op not on this target).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (tensor_scalar, activate2).
     """
 
@@ -232,8 +282,8 @@ def _arith(opn, what, row, binary=False):
 def _stt_rules(ins, dst, data, op0, operand0, op1, operand1, reverse0, reverse1, name):
     """scalar_tensor_tensor's rules (see its docstring): the ALU rows (op0, op1)."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1")
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
+    row1 = alu.lookup_alu(op1, opn, "op1", t)
     _arith(opn, "op0", row0)
     _arith(opn, "op1", row1, binary=True)
     rules.tiles(opn, t, dst=dst, data=data, operand1=operand1)
@@ -266,9 +316,9 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     scalar or a (P, 1) tensor. Dtypes: any, operand0 included ("All input tiles can be any
     supported NKI data type"; unlike tensor_scalar, no float32 rule); arithmetic operators only,
     math in fp32, rounded once into dst.dtype. Buffers: SBUF or PSUM; data and operand1 not both
-    in PSUM. Engine: Vector.
+    in PSUM. Engine: Vector. abs_max/abs_min need trn3 or newer (UnsupportedError).
     Raises: ShapeError (also a unary op1), MemorySpaceError, DtypeError (bitvec op), NkiError
-    (unknown op).
+    (unknown op), UnsupportedError.
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (scalar_tensor_tensor).
     """
 

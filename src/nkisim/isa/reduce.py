@@ -175,7 +175,7 @@ def _tsr_rules(ins, dst, data, op0, operand0, reduce_op, reduce_res, reverse0, r
                reduce_init, reduce_res_negate, name):
     """tensor_scalar_reduce's rules (see its docstring): (op0 row, reduce_op row, reduce_cmd)."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
     if row0.kind == "bitvec":
         raise DtypeError(opn, f"op0 {row0.name} is a bitvec operator; only arithmetic operators are supported")
     rrow = alu.lookup_alu(reduce_op, opn, "reduce_op")

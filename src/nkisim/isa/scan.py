@@ -21,8 +21,8 @@ F32 = np.float32
 def _tts_rules(ins, dst, data0, data1, initial, op0, op1, reverse0, reverse1, name):
     """tensor_tensor_scan's rules (see its docstring): the (op0, op1) ALU rows."""
     opn, t = ins.op, ins.target
-    row0 = alu.lookup_alu(op0, opn, "op0")
-    row1 = alu.lookup_alu(op1, opn, "op1")
+    row0 = alu.lookup_alu(op0, opn, "op0", t)
+    row1 = alu.lookup_alu(op1, opn, "op1", t)
     for what, row in (("op0", row0), ("op1", row1)):
         if row.kind == "bitvec":
             raise DtypeError(opn, f"{what} {row.name} is a bitvec operator; only arithmetic operators "

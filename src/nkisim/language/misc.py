@@ -1,4 +1,5 @@
-"""Small ``nl`` helpers: ``ds``, ``NKIObject``, ``device_print``, ``no_reorder``, fp32/bf16 minima."""
+"""Small ``nl`` helpers: ``ds``, ``NKIObject``, ``device_print``, ``no_reorder``, fp32/bf16 minima, and
+the documented random-number functions nkisim does not simulate (``dropout``, ``random_seed``)."""
 from __future__ import annotations
 
 import contextlib
@@ -7,6 +8,8 @@ import types
 import numpy as np
 
 from .. import state
+from ..errors import UnsupportedError
+from ..isa.dispatch import api_function
 from .creation import unknown_keyword
 
 
@@ -41,7 +44,24 @@ def no_reorder():
     yield
 
 
+@api_function("nl.dropout")
+def dropout(x, rate, dtype=None):
+    """Randomly zero elements of ``x`` with probability ``rate`` (a scalar or an (x.shape[0], 1)
+    tile). Not simulated (like nisa.dropout, random numbers are not): raises UnsupportedError;
+    an unknown keyword raises TypeError. Source: aws-neuron-sdk nki/api/nki/language/__init__.py
+    (dropout)."""
+    raise UnsupportedError("nl.dropout", "random numbers are documented but not simulated by nkisim yet")
+
+
+@api_function("nl.random_seed")
+def random_seed(seed):
+    """Set the seed of ``nl.rand`` from a (1, 1) SBUF/PSUM tile. Not simulated (random numbers are
+    not): raises UnsupportedError. Source: aws-neuron-sdk nki/api/nki/language/__init__.py
+    (random_seed)."""
+    raise UnsupportedError("nl.random_seed", "random numbers are documented but not simulated by nkisim yet")
+
+
 fp32 = types.SimpleNamespace(min=float(np.float32(-3.4028235e38)), max=float(np.float32(3.4028235e38)))
 bfp16 = types.SimpleNamespace(min=-3.3895313892515355e38, max=3.3895313892515355e38)
 
-__all__ = ["ds", "NKIObject", "device_print", "no_reorder", "fp32", "bfp16"]
+__all__ = ["ds", "NKIObject", "device_print", "no_reorder", "fp32", "bfp16", "dropout", "random_seed"]

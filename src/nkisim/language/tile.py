@@ -3,11 +3,11 @@ matmul/transpose, free-axis reductions, softmax, rms_norm, where, broadcast_to, 
 
 Each lowers to ``nisa`` ops (so the hardware rules apply) on fp32 intermediates and rounds once into
 the result dtype; functions no ``nisa`` op computes exactly (ceil, floor, trunc, where,
-broadcast_to, gather_flattened, the fp32 nl.copy, ``x op= y``) are instructions declared here
-(``isa.dispatch.instruction`` specs named after the nl function, with the ISA instruction the
-hardware would run as ``op``), computed directly with the same checks. Operator tokens (``nl.add``,
-``nl.max``, ...) reach their tile function through ``call(name, ...)``; NkiTensor's Python
-operators through ``operator``/``inplace``.
+broadcast_to, gather_flattened, the range reduction of nl.sin, ``x op= y``) are instructions
+declared here (``isa.dispatch.instruction`` specs named after the nl function, with the ISA
+instruction the hardware would run as ``op``), computed directly with the same checks. Operator
+tokens (``nl.add``, ``nl.max``, ...) reach their tile function through ``call(name, ...)``;
+NkiTensor's Python operators through ``operator``/``inplace``.
 
 Every tile function that issues instructions runs through ``isa.dispatch.api_function``: an
 unknown keyword raises a TypeError naming the function; the events of its instructions say
@@ -43,7 +43,7 @@ from ..isa.transpose import nc_transpose as _nc_transpose
 from ..isa.dispatch import Passed, api_function, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
-from ..memory.access import copy_deferred, matmul_flags, read_f32, read_raw, write
+from ..memory.access import matmul_flags, read_f32, read_raw, write
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
@@ -192,7 +192,7 @@ def _binary(name, x, y, dtype=None):
     ``abs_max``/``abs_min`` need NeuronCore-v4 (trn3) or newer (as documented)."""
     op = f"nl.{name}"
     t = _target(op)
-    if name in _TRN3_ONLY and t.nc_version < 4:
+    if name in t.alu_ops_excluded:
         raise UnsupportedError(op, f"needs trn3 or newer, not {t.name}")
     if _is_tile(x) and _is_tile(y):
         _tile(op, "x", x, t)
@@ -249,9 +249,12 @@ def _unary_direct(name, x, dtype=None):
 def _rounding_instruction(name, fn):
     """The instruction of ``nl.<name>`` (ceil, floor, trunc): dst = fn(x) on the fp32 values,
     rounded once into dst.dtype. Decision (docs silent on the engine): a Vector engine
-    ``tensor_scalar`` (an ALU pass over the tile), as the other unary ALU functions."""
+    ``tensor_scalar`` (an ALU pass over the tile), as the other unary ALU functions. Decision: an
+    integer tile is its own ceil/floor/trunc, so its values pass exactly (int32 beyond 2**24
+    included) instead of through fp32."""
     def compute(ins, dst, x):
-        write(dst, fn(read_f32(x)))
+        # an integer is its own ceil/floor/trunc: its values pass exactly (no fp32 detour)
+        write(dst, read_raw(x) if _dt.is_int(x.dtype) else fn(read_f32(x)))
 
     def stub(dst, x):
         pass
@@ -262,34 +265,60 @@ def _rounding_instruction(name, fn):
                        rules=_engine_rules(_engine.vector), compute=compute, memo=False)(stub)
 
 
-def _copy_f32_compute(ins, dst, data):
-    if not copy_deferred(dst, data):
-        write(dst, read_f32(data))      # what activation(op=copy) writes for fp32 -> fp32
-
-
-@instruction(api="nl.copy", op="activation", reads=("data",), writes=("dst",),
-             rules=_engine_rules(_engine.scalar), compute=_copy_f32_compute, memo=False)
-def _copy_f32(dst, data):
-    """dst = data, both float32: the Scalar engine's fp32 pass (activation op=copy, scale 1, no
-    bias) keeps every bit, so it is a plain copy, which may be deferred
-    (memory.access.copy_deferred); the event is the same either way."""
-
-
-@_nl("nl.copy", lambda x, dtype=None: (x.shape, _out_dtype(dtype, x.dtype), x.buffer))
+@_nl("nl.copy", lambda x, dtype=None: (x.shape, _out_dtype(dtype, x.dtype), sbuf))
 def copy(x, dtype=None):
-    """A new tile holding ``x`` on the same buffer as ``x`` (SBUF or PSUM): activation(op=copy).
+    """A new SBUF tile with x's layout holding ``x`` (SBUF or PSUM): one nisa.tensor_copy.
 
-    Dtypes: through fp32 on the Scalar engine, so int32 values beyond 2**24 round (as documented);
-    fp32 -> fp32 keeps every bit (one activation instruction, computed as a plain copy).
+    Docs: "Create a copy of the input tile on SBUF ... a new tile with the same layout as x,
+    allocated on SBUF" (a PSUM source comes back in SBUF). Dtypes: ``dtype`` (default x's); the
+    same dtype copies every bit (integers beyond 2**24 included); another dtype converts via fp32,
+    rounded once ("may result in precision loss"). Decision (docs silent on the engine): a Vector
+    engine tensor_copy, whose same-dtype copy is "bit-accurate" (the Scalar engine's goes through
+    fp32).
     Raises: ShapeError, MemorySpaceError (x in HBM).
-    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (copy).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (copy), nki/api/nki/isa/__init__.py
+    (tensor_copy).
     """
-    _tile("nl.copy", "x", x)
-    if x.dtype == _f32 and _out_dtype(dtype, x.dtype) == _f32:
-        dst = _new(x.shape, _f32, "nl.copy", x.buffer)
-        _copy_f32(dst, x)
-        return dst
-    return _unary_act("copy", x, dtype, x.buffer)
+    op = "nl.copy"
+    _tile(op, "x", x)
+    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
+    _tensor_copy(dst=dst, src=x, engine=_engine.vector)
+    return dst
+
+
+def _sin_reduce_compute(ins, dst, x):
+    v = read_f32(x).astype(np.float64)
+    write(dst, v - _TWO_PI * np.round(v / _TWO_PI))
+
+
+@instruction(api="nl.sin", op="tensor_scalar", reads=("x",), writes=("dst",),
+             rules=_engine_rules(_engine.vector), compute=_sin_reduce_compute, memo=False)
+def _sin_reduce(dst, x):
+    """dst = x - 2 pi round(x / 2 pi), in [-pi, pi] (the range reduction nl.sin issues before
+    its activation; Vector engine), computed in float64 and rounded once into dst (fp32)."""
+
+
+_TWO_PI = 2.0 * math.pi
+
+
+@_nl("nl.sin", _unary_result)
+def sin(x, dtype=None):
+    """sin(x) element-wise: a range reduction into [-pi, pi] (one Vector engine instruction into
+    an fp32 SBUF tile), then nisa.activation(op=nl.sin) into a new SBUF tile of ``dtype``
+    (default x's).
+
+    Docs: "nki.language.sin applies additional instructions to perform range reduction before
+    the activation, so it stays accurate over the full input domain" (the bare activation
+    extrapolates a cubic outside [-PI, PI]; see ``isa.alu._sin``).
+    Source: aws-neuron-sdk nki/api/nki.api.shared.rst (note under Supported Activation Functions).
+    """
+    op = "nl.sin"
+    _tile(op, "x", x)
+    r = _new(x.shape, _f32, op)
+    _sin_reduce(r, x)
+    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
+    _activation(dst=dst, op="sin", data=r)
+    return dst
 
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "abs_max", "abs_min",
@@ -297,10 +326,9 @@ _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power
            "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
            "left_shift", "right_shift")
 _UNARY_ALU = ("abs", "square", "relu", "reciprocal", "negative", "logical_not", "invert")
-_UNARY_ACT = ("exp", "log", "sqrt", "sin", "cos", "tan", "arctan", "sign", "tanh", "sigmoid", "silu",
+_UNARY_ACT = ("exp", "log", "sqrt", "cos", "tan", "arctan", "sign", "tanh", "sigmoid", "silu",
               "silu_dx", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
               "gelu_apprx_sigmoid_dx", "mish", "softplus", "erf", "erf_dx")
-_TRN3_ONLY = frozenset(("abs_max", "abs_min"))
 _UNARY_DIRECT = {"ceil": np.ceil, "floor": np.floor, "trunc": np.trunc}
 _ROUNDING = {name: _rounding_instruction(name, fn) for name, fn in _UNARY_DIRECT.items()}
 
@@ -723,7 +751,7 @@ _FUNCS: dict = {name: _make_binary(name) for name in _BINARY}
 _FUNCS.update({name: _make_unary(name, _unary_alu) for name in _UNARY_ALU})
 _FUNCS.update({name: _make_unary(name, _unary_act) for name in _UNARY_ACT})
 _FUNCS.update({name: _make_unary(name, _unary_direct) for name in _UNARY_DIRECT})
-_FUNCS.update({"rsqrt": rsqrt, "copy": copy, "mean": mean, "var": var, "all": all,
+_FUNCS.update({"rsqrt": rsqrt, "copy": copy, "sin": sin, "mean": mean, "var": var, "all": all,
                "sum": _make_reduce("sum", "add"), "max": _make_reduce("max", "maximum"),
                "min": _make_reduce("min", "minimum"), "prod": _make_reduce("prod", "multiply")})
 
