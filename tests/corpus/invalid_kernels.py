@@ -237,8 +237,8 @@ def memset_fraction_into_int(x):
 
 
 def dma_transpose_fp32(x):
-    src, d = nl.zeros((4, 8), F32), nl.ndarray((8, 4), dtype=F32)
-    nisa.dma_transpose(dst=d, src=src)  # <- error
+    src, d = nl.zeros((16, 8), F32), nl.ndarray((8, 16), dtype=F32)
+    nisa.dma_transpose(dst=d, src=src, dge_mode=nisa.dge_mode.hwdge)  # <- error
 
 
 # ---- generation gating ---------------------------------------------------------------------

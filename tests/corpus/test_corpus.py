@@ -170,7 +170,7 @@ BAD = [
     Bad(bad.memset_fraction_into_int, DtypeError,
         "nisa.memset: value 0.5 is not an integer but dst dtype is int32"),
     Bad(bad.dma_transpose_fp32, DtypeError,
-        "nisa.dma_transpose: src dtype float32 is 4 bytes; the DMA transpose needs a 2-byte dtype"),
+        "nisa.dma_transpose: src dtype float32 is 4 bytes; the dge_mode=hwdge transpose needs a 2-byte dtype"),
     # generation gating
     Bad(bad.exponential_on_trn2, UnsupportedError,
         "nisa.exponential: needs trn3 or newer, not supported on trn2"),

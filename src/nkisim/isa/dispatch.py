@@ -25,6 +25,7 @@ from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
 from ..trace.events import Instruction, Operand
 from . import enums as _enums
+from . import operands as _operands
 from ..memory.buffers import MemoryRegion
 from .enums import NkiInstruction, engine as _engine
 
@@ -341,12 +342,14 @@ def run(spec: OpSpec, args: tuple):
             key = spec.key(core.target, *args)
             passed = spec.passed.get(key) if key is not None else None
             if passed is None:
+                _operands.check(spec, args)
                 passed = spec.rules(ins, *args)
                 if key is not None:
                     _remember(spec.passed, key, passed)
             elif core.events is not None:
                 core.launch.count("rule_memo")
         else:
+            _operands.check(spec, args)
             passed = spec.rules(ins, *args)
         ins.engine, ins.info = passed
         spec.compute(ins, *args)

@@ -31,7 +31,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "address", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -54,6 +54,7 @@ class Allocation:
         self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
         self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
+        self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -135,7 +136,8 @@ class NkiTensor:
     Shapes: dim 0 of an SBUF/PSUM tensor is the partition dimension; the rest are free dims laid out
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
-    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig")
+    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
+                 "dynamic")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -147,6 +149,9 @@ class NkiTensor:
         self._np = None
         self._whole = None      # covers its allocation's storage exactly (access._whole), if known
         self._sig = None        # static signature for the rule memo (isa.dispatch._key), if built
+        self.oob = None         # a dynamic-offset view outside its storage: the BoundsError's text
+        # ``dynamic`` (True: the offset holds a runtime value) is set only on such views; read it
+        # with getattr(t, "dynamic", False)
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -186,9 +191,49 @@ class NkiTensor:
     def __len__(self):
         return self.shape[0]
 
+    @property
+    def address(self):
+        """``(partition_offset, free_offset)`` given to ``nl.ndarray(address=...)`` for the
+        allocation (free offset in bytes), or None when the allocator places it."""
+        return self.alloc.address
+
     def __repr__(self):
-        return (f"NkiTensor(shape={self.shape}, dtype={_dt.name(self.dtype)}, buffer={self.buffer}"
-                + (f", name={self.name!r}" if self.name else "") + ")")
+        """``NkiTensor([...values...], shape=..., dtype=..., buffer=..., name=...)``: a NumPy-style
+        preview of the current values (summarised past 1000 elements, as NumPy does).
+
+        Reading the values for display is not an instruction read: no uninitialised-read or race
+        check runs and the tile's lifetime is not extended; never-written elements show as they
+        are stored (the NaN / 4 sentinel). Source: aws-neuron-sdk nki/guides/nki_simulator.rst
+        ("you can use print() to inspect any intermediate tensor")."""
+        meta = (f"shape={self.shape}, dtype={_dt.name(self.dtype)}, buffer={self.buffer}"
+                + (f", name={self.name!r}" if self.name else ""))
+        try:
+            values = self._peek()
+        except Exception as exc:            # never let a debug print break the kernel
+            return f"NkiTensor(<{exc}>, {meta})"
+        body = np.array2string(values, separator=", ", prefix="NkiTensor(", threshold=1000)
+        return f"NkiTensor({body}, {meta})"
+
+    __str__ = __repr__
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(tile)``: a copy of the current values in the tile's dtype (tfloat32 as
+        float32); like ``print``, not an instruction read (see ``__repr__``).
+        Decision: always a copy, so writing into it cannot bypass the simulator."""
+        a = self._peek()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def _peek(self) -> np.ndarray:
+        """The view's values as a fresh NumPy array, without any access hook or lifetime effect."""
+        if self.oob is not None:
+            raise BoundsError("NkiTensor", self.oob)
+        rec = self.alloc.rec
+        last = rec.last if rec is not None else None
+        a = self.np()
+        if rec is not None:
+            rec.last = last
+        out = np.float32 if self.dtype == _dt.tfloat32 else self.dtype
+        return _dt.from_storage(a, np.dtype(out))
 
     def __bool__(self):
         """Decision: True iff every element is nonzero, so the docs' ``assert nl.equal(c, want)``
@@ -249,6 +294,9 @@ class NkiTensor:
             rec.last = rec.mem.clock
         a = self._np
         if a is None:
+            if self.oob is not None:        # a dynamic offset out of bounds, found when used
+                op, role = _hooks.accessor(self, "r")
+                raise BoundsError(op, f"{role} {self.oob}")
             st = self.storage
             isz = st.itemsize
             strides = tuple([s * isz for s in self.strides])
@@ -260,18 +308,32 @@ class NkiTensor:
         return a
 
     # ---- building views ---------------------------------------------------------------------
-    def _view(self, shape, strides, offset, op):
-        """A new view after checking every element lies inside the storage."""
+    def _view(self, shape, strides, offset, op, dynamic=False):
+        """A new view after checking every element lies inside the storage.
+
+        ``dynamic=True`` (the offset holds a runtime value: ``.ap(scalar_offset=...)``, a dynamic
+        ``select``): an out-of-bounds view is still made, marked ``oob``, and the bounds error is
+        raised by the instruction that uses it -- unless that is a DMA with ``oob_mode=skip``,
+        which skips the transfer ("skip the DMA transfer for a given dynamic address ... when it
+        is out of bound", nisa.dma_copy). Source: aws-neuron-sdk nki/api/nki/isa/__init__.py."""
         shape = tuple(shape)
         if any(n < 0 for n in shape):
             raise ShapeError(op, f"negative dimension in shape {shape}")
+        dynamic = dynamic or getattr(self, "dynamic", False)    # views of a dynamic view are too
+        oob = None
         if 0 not in shape:
             lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
             hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
             if lo < 0 or hi >= self.storage.size:
-                raise BoundsError(op, f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
-                                      f"outside its {self.storage.size} elements")
-        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+                oob = (f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
+                       f"outside its {self.storage.size} elements")
+                if not dynamic:
+                    raise BoundsError(op, oob)
+                oob = f"{oob} (dynamic offset {offset}; oob_mode=error)"
+        t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        if dynamic:
+            t.oob, t.dynamic = oob or self.oob, True
+        return t
 
     def _label(self):
         return f"tensor {self.name!r} {self.shape}" if self.name else f"tensor {self.shape}"
@@ -345,7 +407,10 @@ class NkiTensor:
         elif not shape:
             shape, strides = [1], [1 if last_dropped is None else last_dropped]
         # Every start/stop/index was checked against its dim, so the view stays inside the parent.
-        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        if self.oob is not None:            # a view of an out-of-bounds dynamic view stays one
+            t.oob, t.dynamic = self.oob, True
+        return t
 
     def __setitem__(self, key, value):
         """``t[key] = value``: write a tensor, array or scalar through the view (rounded once).
@@ -379,15 +444,23 @@ class NkiTensor:
         op = "NkiTensor.select"
         d = self._dim(dim, op)
         self._check_not_partition(d, op)
-        if hasattr(index, "shape") or type(index).__name__ == "VirtualRegister":
+        dynamic = hasattr(index, "shape") or type(index).__name__ == "VirtualRegister"
+        if dynamic:
             from .access import dynamic_index
             index = dynamic_index(index, op)
         i = _index(index, op)
-        if not 0 <= i < self.shape[d]:
-            raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]}")
         shape = self.shape[:d] + self.shape[d + 1:]
         strides = self.strides[:d] + self.strides[d + 1:]
-        return self._view(shape, strides, self.offset + i * self.strides[d], op)
+        if not 0 <= i < self.shape[d]:
+            if not dynamic:
+                raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]}")
+            t = NkiTensor(self.alloc, shape, strides, self.offset + i * self.strides[d], self.dtype,
+                          self.storage)      # out of bounds: raised (or skipped) where it is used
+            t.oob = (f"dynamic index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]} "
+                     f"(oob_mode=error)")
+            t.dynamic = True
+            return t
+        return self._view(shape, strides, self.offset + i * self.strides[d], op, dynamic=dynamic)
 
     def permute(self, dims) -> "NkiTensor":
         """Reorder dims; on-chip tensors keep the partition dim first (``dims[0] == 0``)."""
@@ -516,7 +589,9 @@ class NkiTensor:
         Decision (docs disagree): ``offset=None`` keeps this view's offset; an explicit offset is
         absolute in the storage. ``.ap()`` ignores this view's shape and strides. On-chip, the first
         step must equal the allocation's elements per partition (no partition striding).
-        ``scalar_offset`` (register or 1x1 int tensor) adds ``value * prod(alloc.shape[d+1:])``.
+        ``scalar_offset`` (register or 1x1 int tensor) adds ``value * strides[indirect_dim]`` of the
+        tensor ``.ap`` is called on (see ``_indirect_step``); the resulting view is bounds-checked
+        when an instruction uses it (``_view(dynamic=True)``: ``oob_mode=skip`` skips a DMA).
         ``vector_offset`` (SBUF int tensor (rows, 1), ``indirect_dim=0``) on an HBM tensor returns an
         ``indirect.IndirectTensor`` for ``nisa.dma_copy`` gather/scatter: row w is base row
         ``vector_offset[w]``, the row step being prod(shape[1:]) of the tensor ``.ap`` is called on
@@ -534,17 +609,30 @@ class NkiTensor:
                 raise ShapeError(op, "scalar_offset and vector_offset are mutually exclusive")
             from . import indirect
             return indirect.make(base, counts, steps, off, vector_offset, _index(indirect_dim, op), op)
-        if scalar_offset is not None:
-            from .access import dynamic_index
-            value = dynamic_index(scalar_offset, op)
-            d = _index(indirect_dim, op)
-            off += value * math.prod(self.alloc.shape[d + 1:])
         if base.on_chip and len(steps) > 1:
             per_part = math.prod(self.alloc.shape[1:]) * self.alloc.dtype.itemsize // base.dtype.itemsize
             if counts[0] > 1 and steps[0] != per_part:
                 raise ShapeError(op, f"on-chip partition step {steps[0]} must equal the elements per "
                                      f"partition {per_part} of {self._label()} (no partition striding)")
+        if scalar_offset is not None:
+            from .access import dynamic_index
+            value = dynamic_index(scalar_offset, op)
+            off += value * self._indirect_step(_index(indirect_dim, op), base, op)
+            return base._view(counts, steps, off, op, dynamic=True)
         return base._view(counts, steps, off, op)
+
+    def _indirect_step(self, d, base, op) -> int:
+        """The stride of dim ``d`` of this view, in elements of ``base``'s dtype: what one unit of
+        an ``.ap()`` scalar offset moves ("indirect_dim: dimension in self.shape whose stride
+        scales the indirect scalar/vector offset", NkiTensor.ap). Decision: with ``dtype=`` the
+        stride is this view's, converted to the reinterpreted element size (bytes are kept)."""
+        if not 0 <= d < self.ndim:
+            raise ShapeError(op, f"indirect_dim {d} out of range for a {self.ndim}-d tensor {self.shape}")
+        nbytes = self.strides[d] * self.dtype.itemsize
+        if nbytes % base.dtype.itemsize:
+            raise ShapeError(op, f"the stride of dim {d} ({nbytes} bytes) is not a whole number of "
+                                 f"{_dt.name(base.dtype)} elements")
+        return nbytes // base.dtype.itemsize
 
     def get_pattern(self):
         """The view as ``[[stride, count], ...]``, outermost first."""
