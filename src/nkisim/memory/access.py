@@ -115,7 +115,7 @@ def _int_shape(op, shape) -> tuple:
     for s in dims:
         if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
             raise ShapeError(op, f"shape {shape!r} must hold integers; dim {len(out)} is "
-                                 f"{type(s).__name__} {s!r}")
+                                 f"{type(s).__name__} {s if isinstance(s, np.generic) else repr(s)}")
         out.append(int(s))
     return tuple(out)
 
