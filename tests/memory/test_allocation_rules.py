@@ -318,3 +318,11 @@ def test_hbm_operands_may_stride_any_dim(rng):
         nisa.dma_copy(dst=out, src=t)
         return out
     np.testing.assert_array_equal(simulate(kernel, x), x[0:16:2])
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (4, 0), (2, -1), ()])
+def test_shape_dims_must_be_positive(shape):
+    """NkiTensor: "shape: tuple of positive integers"."""
+    with pytest.raises(ShapeError, match=err("nl.ndarray", f"shape {shape} must have at least one dim, each a "
+                                                           f"positive integer")):
+        run(lambda: nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf))

@@ -11,7 +11,7 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import BoundsError
+from nkisim.errors import BoundsError, ShapeError
 from conftest import simulate
 
 
@@ -160,3 +160,54 @@ def test_out_of_bounds_dynamic_view_in_a_compute_op_raises():
             u = nl.ndarray((2, 8), dtype=nl.float32, buffer=nl.sbuf)
             nisa.tensor_copy(dst=u, src=t.ap([[8, 2], [1, 8]], scalar_offset=r, indirect_dim=1))
         simulate(kernel2, np.zeros((2, 8), np.float32))
+
+
+def test_dynamic_views_are_indirect_and_cannot_be_re_indirected():
+    """NkiTensor.is_indirect: "Indirect views cannot be re-indirected"; "only one dynamic select
+    per tensor (no chaining)"; view(dtype) "Not supported after dynamic / vector select"."""
+    seen = {}
+
+    def kernel(x, mode):
+        it = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=it, value=1)
+        v = x.select(0, it)
+        w = x.ap([[4, 1], [1, 4]], scalar_offset=it, indirect_dim=0)
+        seen["flags"] = (x.is_indirect(), v.is_indirect(), w.is_indirect(), x.select(0, 1).is_indirect(),
+                         v[0:2].is_indirect())
+        if mode == "select":
+            v.select(0, it)
+        elif mode == "ap":
+            w.ap([[4, 1], [1, 4]], scalar_offset=it)
+        elif mode == "view":
+            w.view(nl.int32)
+    x = np.zeros((3, 4, 4), np.float32)
+    simulate(kernel, x, None)
+    assert seen["flags"] == (False, True, True, False, True)
+    for mode, op, what in [("select", "NkiTensor.select", "a dynamic select"),
+                           ("ap", "NkiTensor.ap", "a scalar_offset/vector_offset access pattern"),
+                           ("view", "NkiTensor.view", "a dtype reinterpretation")]:
+        label = "(4, 4)" if mode == "select" else "(1, 4)"
+        with pytest.raises(ShapeError, match=err(op, f"{what} of tensor 'argument 0' {label}, which is already "
+                                                     f"an indirect (dynamic-offset) view; indirect views cannot "
+                                                     f"be re-indirected")):
+            simulate(kernel, x, mode)
+
+
+def test_dma_transpose_skips_an_out_of_bounds_dynamic_src():
+    """nisa.dma_transpose: oob_mode=skip with a dynamic src address (src.ap(scalar_offset=...))."""
+    def kernel(x, off, mode):
+        r = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=r, src=off)
+        t = nl.ndarray((4, 2), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=5.0)
+        nisa.dma_transpose(dst=t, src=x.ap([[4, 2], [1, 4]], offset=0, scalar_offset=r, indirect_dim=0),
+                           oob_mode=mode)
+        out = nl.ndarray((4, 2), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    x = np.arange(24, dtype=np.float16).reshape(6, 4)
+    skip = nisa.oob_mode.skip
+    np.testing.assert_array_equal(simulate(kernel, x, np.array([[2]], np.int32), skip), x[2:4].T)
+    np.testing.assert_array_equal(simulate(kernel, x, np.array([[5]], np.int32), skip), np.full((4, 2), 5.0))
+    with pytest.raises(BoundsError, match="reaches element 27, outside its 24 elements"):
+        simulate(kernel, x, np.array([[5]], np.int32), nisa.oob_mode.error)

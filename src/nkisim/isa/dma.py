@@ -144,7 +144,7 @@ def _copy_rows(ins, dst, src, scatter, skip):
 
 def _dynamic(t) -> bool:
     """``t`` has a runtime (dynamic) start address: made by ``.ap(scalar_offset=...)`` or a
-    dynamic ``select`` (``NkiTensor.dynamic``)."""
+    dynamic ``select`` (``NkiTensor.is_indirect``)."""
     return getattr(t, "dynamic", False)
 
 
@@ -159,7 +159,7 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     rules.tensor(op, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
     oob = as_enum(_oob, oob_mode, op)
-    if src.is_indirect() or mode is _dge_mode.swdge:
+    if type(src) is IndirectTensor or mode is _dge_mode.swdge:
         raise UnsupportedError(op, "the indirect (gather) transpose (src.ap(vector_offset=...), "
                                    "dge_mode=swdge) is not supported by nkisim yet")
     if mode is _dge_mode.none:

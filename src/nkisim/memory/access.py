@@ -84,8 +84,8 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         key = None
     buf = _creation_buffer(op, buffer)
     shape = _int_shape(op, shape)
-    if any(s < 0 for s in shape) or not shape:
-        raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
+    if any(s < 1 for s in shape) or not shape:     # NkiTensor: "shape: tuple of positive integers"
+        raise ShapeError(op, f"shape {shape} must have at least one dim, each a positive integer")
     dt = check_dtype(op, "tensor", dtype, target)
     lay = _Layout(shape, dt, buf, precise)
     if lay.on_chip:

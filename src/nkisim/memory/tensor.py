@@ -150,8 +150,7 @@ class NkiTensor:
         self._whole = None      # covers its allocation's storage exactly (access._whole), if known
         self._sig = None        # static signature for the rule memo (isa.dispatch._key), if built
         self.oob = None         # a dynamic-offset view outside its storage: the BoundsError's text
-        # ``dynamic`` (True: the offset holds a runtime value) is set only on such views; read it
-        # with getattr(t, "dynamic", False)
+        self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -319,7 +318,7 @@ class NkiTensor:
         shape = tuple(shape)
         if any(n < 0 for n in shape):
             raise ShapeError(op, f"negative dimension in shape {shape}")
-        dynamic = dynamic or getattr(self, "dynamic", False)    # views of a dynamic view are too
+        dynamic = dynamic or self.dynamic       # views of a dynamic view are dynamic too
         oob = None
         if 0 not in shape:
             lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
@@ -356,9 +355,11 @@ class NkiTensor:
         """Basic indexing: ints, slices (step >= 1), ``nl.ds``, ``...``; missing trailing dims are ``:``.
 
         On SBUF/PSUM an int on dim 0 keeps the partition dim (size 1) and the result is never below
-        2-D; on HBM ints drop their dim (never below 1-D). Decision: negative indices and negative or
-        past-the-end slice bounds raise BoundsError (no NumPy wrap-around, no clipping; the docs
-        show only non-negative indices); ``None``, floats and bools raise BoundsError too.
+        2-D; on HBM ints drop their dim (never below 1-D). Negative indices and slice bounds count
+        from the end as in Python ("Supports integers (select), slices, Ellipsis, negative indices",
+        NkiTensor.__getitem__); anything outside ``-n .. n-1`` (indices) or ``-n .. n`` (slice
+        bounds) raises BoundsError: no wrap-around past the start, no clipping past the end.
+        ``None``, floats and bools raise BoundsError too.
         """
         op = "tensor indexing"
         if type(key) is not tuple:
@@ -382,6 +383,10 @@ class NkiTensor:
                 step = 1 if step is None else (step if type(step) is int else _index(step, op))
                 if step < 1:
                     raise BoundsError(op, f"slice step {step} on dim {d} of {self._label()} must be >= 1")
+                if start < 0 and start >= -n:       # Python's negative bounds count from the end
+                    start += n
+                if stop < 0 and stop >= -n:
+                    stop += n
                 if start < 0 or stop > n or start > stop:
                     raise BoundsError(op, f"slice {start}:{stop} on dim {d} of {self._label()} is outside 0:{n}")
                 offset += start * s
@@ -393,6 +398,8 @@ class NkiTensor:
                         raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                                    ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
                     k = _index(k, op)
+                if k < 0 and k >= -n:               # Python's negative index counts from the end
+                    k += n
                 if k < 0 or k >= n:
                     raise BoundsError(op, f"index {k} on dim {d} of {self._label()} is outside 0:{n}")
                 offset += k * s
@@ -408,7 +415,7 @@ class NkiTensor:
             shape, strides = [1], [1 if last_dropped is None else last_dropped]
         # Every start/stop/index was checked against its dim, so the view stays inside the parent.
         t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
-        if self.oob is not None:            # a view of an out-of-bounds dynamic view stays one
+        if self.dynamic:                    # a view of a dynamic view is one too
             t.oob, t.dynamic = self.oob, True
         return t
 
@@ -446,6 +453,7 @@ class NkiTensor:
         self._check_not_partition(d, op)
         dynamic = hasattr(index, "shape") or type(index).__name__ == "VirtualRegister"
         if dynamic:
+            self._not_indirect(op, "a dynamic select")
             from .access import dynamic_index
             index = dynamic_index(index, op)
         i = _index(index, op)
@@ -559,6 +567,7 @@ class NkiTensor:
             raise DtypeError(op, f"{dtype!r} is not an NKI dtype")
         if new == self.dtype:
             return self
+        self._not_indirect(op, "a dtype reinterpretation")
         if self.storage.dtype.itemsize != self.dtype.itemsize:
             raise UnsupportedError(op, f"reinterpreting {_dt.name(self.dtype)} stored as float32 "
                                        f"(NKI_PRECISE_FP=0) is not possible; run with NKI_PRECISE_FP=1")
@@ -599,6 +608,8 @@ class NkiTensor:
         tensor handle; the tensor must be contiguous).
         """
         op = "NkiTensor.ap"
+        if scalar_offset is not None or vector_offset is not None:
+            self._not_indirect(op, "a scalar_offset/vector_offset access pattern")
         base = self.view(dtype) if dtype is not None else self
         pairs = [(int(p[0]), int(p[1])) for p in pattern]
         steps = tuple(p[0] for p in pairs)
@@ -660,7 +671,17 @@ class NkiTensor:
         return expect == self.storage.size
 
     def is_indirect(self) -> bool:
-        return False
+        """True for a view with a runtime (dynamic) offset: a dynamic ``select`` or
+        ``.ap(scalar_offset=...)`` (and views of one). Such a view cannot be re-indirected
+        (``_not_indirect``). Source: NkiTensor.is_indirect, nki-language-guide "Querying layout"."""
+        return self.dynamic
+
+    def _not_indirect(self, op, what) -> None:
+        """"Indirect views cannot be re-indirected" / "only one dynamic select per tensor (no
+        chaining)" / view(dtype) "Not supported after dynamic / vector select" (NkiTensor docs)."""
+        if self.dynamic:
+            raise ShapeError(op, f"{what} of {self._label()}, which is already an indirect (dynamic-offset) "
+                                 f"view; indirect views cannot be re-indirected")
 
     def rearrange(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.rearrange", "not supported yet; use reshape_dim/permute/flatten_dims")
