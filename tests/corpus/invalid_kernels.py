@@ -310,7 +310,7 @@ def slice_past_the_end(x):
 
 def negative_slice_start(x):
     t = nl.zeros((4, 8), F32)
-    nisa.memset(dst=t[:, -2:8], value=1.0)  # <- error
+    nisa.memset(dst=t[:, -9:8], value=1.0)  # <- error
 
 
 def ap_reaching_outside(x):

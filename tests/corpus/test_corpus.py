@@ -199,7 +199,7 @@ BAD = [
     Bad(bad.slice_past_the_end, BoundsError,
         "tensor indexing: slice 0:9 on dim 1 of tensor (4, 8) is outside 0:8"),
     Bad(bad.negative_slice_start, BoundsError,
-        "tensor indexing: slice -2:8 on dim 1 of tensor (4, 8) is outside 0:8"),
+        "tensor indexing: slice -9:8 on dim 1 of tensor (4, 8) is outside 0:8"),
     Bad(bad.ap_reaching_outside, BoundsError,
         "NkiTensor.ap: view of tensor (4, 8) reaches element 32, outside its 32 elements"),
     Bad(bad.index_out_of_range, BoundsError,
