@@ -211,3 +211,25 @@ def test_dma_transpose_skips_an_out_of_bounds_dynamic_src():
     np.testing.assert_array_equal(simulate(kernel, x, np.array([[5]], np.int32), skip), np.full((4, 2), 5.0))
     with pytest.raises(BoundsError, match="reaches element 27, outside its 24 elements"):
         simulate(kernel, x, np.array([[5]], np.int32), nisa.oob_mode.error)
+
+
+def test_dynamic_address_needs_a_dge_mode_that_makes_descriptors_at_run_time():
+    """nisa.dma_copy: "When either sw_dge or hw_dge mode is used, the src and dst tensors can have
+    a dynamic start address"; dge_mode=none makes descriptors before execution."""
+    from nkisim.errors import UnsupportedError
+
+    def kernel(x, mode):
+        r = nisa.register_alloc(1)
+        t = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x.ap([[4, 1], [1, 4]], offset=0, scalar_offset=r, indirect_dim=0),
+                      dge_mode=mode)
+        out = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for mode in (nisa.dge_mode.unknown, nisa.dge_mode.swdge, nisa.dge_mode.hwdge):
+        np.testing.assert_array_equal(simulate(kernel, x, mode, target="trn2"), x[1:2])
+    with pytest.raises(UnsupportedError, match=err(
+            "nisa.dma_copy", "src has a dynamic (runtime) address, which needs dge_mode swdge or hwdge (with "
+                             "dge_mode=none the descriptors are made before execution)")):
+        simulate(kernel, x, nisa.dge_mode.none, target="trn2")

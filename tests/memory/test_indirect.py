@@ -173,3 +173,15 @@ def test_indirect_plain_side_rows_must_pair():
     with pytest.raises(ShapeError, match=err(
             "nisa.dma_copy", "dst dim 0 is 1; the indirect view has 2 rows and row w pairs with dst[w]")):
         simulate(kernel, np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32))
+
+
+def test_indirect_dma_refuses_dge_mode_none():
+    """nisa.dma_copy: "When sw_dge is selected, nisa.dma_copy can also perform a gather or scatter"."""
+    def kernel(table, idx):
+        it = _load_idx(idx)
+        t = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=table.ap([[3, 2], [1, 3]], vector_offset=it, indirect_dim=0),
+                      dge_mode=nisa.dge_mode.none)
+    with pytest.raises(UnsupportedError, match=err(
+            "nisa.dma_copy", "indirect (vector_offset) DMA needs the software DGE, not dge_mode=none")):
+        simulate(kernel, np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32))

@@ -289,7 +289,7 @@ def _intern_sig(a) -> int:
     """The view's signature id (cached on the view)."""
     alloc = a.alloc
     sig = (a.shape, a.strides, a.offset, a.dtype, alloc.buffer, alloc.shape, alloc.dtype,
-           a.storage is alloc.storage)
+           a.storage is alloc.storage, a.dynamic, a.oob is not None)   # (dynamic: memory.tensor._view)
     i = _SIGS.get(sig)
     if i is None:
         if len(_SIGS) >= 1 << 20:       # start over (ids cached on live views stay unique)

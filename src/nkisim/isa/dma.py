@@ -61,7 +61,10 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     copy runs; out of bounds is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``,
     no transfer at all ("skip the DMA transfer for a given dynamic address ... out of bound"). An index outside
     the base's rows is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``, skips that
-    row (its destination row is left untouched). ``dge_mode=hwdge`` is refused for indirect views.
+    row (its destination row is left untouched). ``dge_mode=hwdge`` and ``none`` are refused for indirect views ("When sw_dge is selected,
+    nisa.dma_copy can also perform a gather or scatter"); a dynamic address needs swdge or hwdge
+    (or unknown), not ``none`` ("When either sw_dge or hw_dge mode is used, the src and dst
+    tensors can have a dynamic start address").
     The index values are runtime data: they are read, and checked, when the copy runs.
     Event: engine dma (``dge_mode`` and the descriptor ``engine`` are options); an indirect copy
     names the base tensor as its operand and notes ``indirect=True`` and ``rows`` (rows copied).
@@ -79,6 +82,10 @@ def _check_copy(op, t, dst, src, dge_mode, oob_mode):
     rules.same_size(op, "dst", dst, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
     as_enum(_oob, oob_mode, op)
+    if mode is _dge_mode.none and (dst.dynamic or src.dynamic):
+        raise UnsupportedError(op, f"{'dst' if dst.dynamic else 'src'} has a dynamic (runtime) address, which "
+                                   f"needs dge_mode swdge or hwdge (with dge_mode=none the descriptors are "
+                                   f"made before execution)")
     if mode is _dge_mode.hwdge and dst.dtype != src.dtype:
         raise DtypeError(op, f"dge_mode=hwdge copies bytes and needs equal dtypes, got src "
                              f"{src.dtype} and dst {dst.dtype}")
@@ -108,8 +115,9 @@ def _indirect_rules(op, t, dst, src, oob_mode, dge_mode):
         raise UnsupportedError(op, "only one of src and dst may be an indirect (vector_offset) view")
     mode = as_enum(_dge_mode, dge_mode, op)
     skip = as_enum(_oob, oob_mode, op) is _oob.skip
-    if mode is _dge_mode.hwdge:
-        raise UnsupportedError(op, "indirect (vector_offset) DMA needs the software DGE, not dge_mode=hwdge")
+    if mode is _dge_mode.hwdge or mode is _dge_mode.none:
+        raise UnsupportedError(op, f"indirect (vector_offset) DMA needs the software DGE, not "
+                                   f"dge_mode={mode.name}")
     scatter = isinstance(dst, IndirectTensor)
     ind, plain, pname = (dst, src, "src") if scatter else (src, dst, "dst")
     rules.tensor(op, pname, plain)
