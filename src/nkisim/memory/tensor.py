@@ -683,6 +683,22 @@ class NkiTensor:
             raise ShapeError(op, f"{what} of {self._label()}, which is already an indirect (dynamic-offset) "
                                  f"view; indirect views cannot be re-indirected")
 
+    def vector_select(self, dim, vector_offset):
+        """Per-partition gather view: row ``w`` is row ``vector_offset[w]`` of this HBM tensor
+        (shape ``(vector_offset.shape[0],) + shape[1:]``), for ``nisa.dma_copy`` (same as
+        ``.ap(get_pattern(), vector_offset=..., indirect_dim=0)`` with the row count replaced).
+        Constraints (NkiTensor.vector_select): ``dim`` must be 0; HBM only; one dynamic select per
+        tensor; ``vector_offset`` an SBUF integer tensor ``(num_partitions, 1)``.
+        Raises: ShapeError, MemorySpaceError, DtypeError."""
+        op = "NkiTensor.vector_select"
+        d = self._dim(dim, op)
+        if d != 0:
+            raise ShapeError(op, f"dim must be 0, got {d}")
+        self._not_indirect(op, "a vector_select")
+        rows = vector_offset.shape[0] if isinstance(vector_offset, NkiTensor) else 0
+        from . import indirect
+        return indirect.make(self, (rows,) + self.shape[1:], self.strides, self.offset, vector_offset, 0, op)
+
     def rearrange(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.rearrange", "not supported yet; use reshape_dim/permute/flatten_dims")
 
