@@ -699,8 +699,47 @@ class NkiTensor:
         from . import indirect
         return indirect.make(self, (rows,) + self.shape[1:], self.strides, self.offset, vector_offset, 0, op)
 
-    def rearrange(self, *args, **kwargs):
-        raise UnsupportedError("NkiTensor.rearrange", "not supported yet; use reshape_dim/permute/flatten_dims")
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
+        """einops-style view: split the grouped dims of ``src_pattern``, reorder to
+        ``dst_pattern``, merge its groups; e.g. ``t.rearrange(('b', ('h', 'w')), ('b', 'w', 'h'),
+        {'h': 4})`` on (128, 24) gives (128, 6, 4). Composed of ``reshape_dim``, ``permute`` and
+        ``flatten_dims``, so their rules hold (on chip the partition dim stays first, merged
+        dims must be contiguous). Source: NkiTensor.rearrange. Raises: ShapeError."""
+        op = "NkiTensor.rearrange"
+        sizes = dict(fixed_sizes or {})
+
+        def names(pattern):
+            out = []
+            for p in pattern:
+                group = (p,) if isinstance(p, str) else tuple(p)
+                if not group or not all(isinstance(n, str) for n in group):
+                    raise ShapeError(op, f"pattern {pattern!r} must hold names or tuples of names")
+                out.append(group)
+            return out
+        src, dst = names(src_pattern), names(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(op, f"src_pattern {src_pattern!r} has {len(src)} dims, the tensor {self.ndim}")
+        flat_src = [n for g in src for n in g]
+        flat_dst = [n for g in dst for n in g]
+        if len(set(flat_src)) != len(flat_src) or sorted(flat_src) != sorted(flat_dst):
+            raise ShapeError(op, f"dst_pattern {dst_pattern!r} must use each name of src_pattern "
+                                 f"{src_pattern!r} exactly once")
+        t = self
+        for d in reversed(range(len(src))):          # split from the last dim: indices stay valid
+            group = src[d]
+            if len(group) > 1:
+                t = t.reshape_dim(d, tuple(sizes.get(n, -1) for n in group))
+            for n, size in zip(group, t.shape[d:d + len(group)]):
+                sizes[n] = size
+        order = [flat_src.index(n) for n in flat_dst]
+        if order != list(range(len(order))):
+            t = t.permute(tuple(order))
+        pos = 0
+        for group in dst:                             # merge the dst groups, left to right
+            if len(group) > 1:
+                t = t.flatten_dims(pos, pos + len(group) - 1)
+            pos += 1
+        return t
 
     def indirect(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
