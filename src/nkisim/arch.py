@@ -32,6 +32,7 @@ class Target:
     act_tensor_scalar_ops: tuple = (("multiply", "add"), ("multiply", None), ("add", None))
     act_tensor_copy: bool = True      # tensor_copy may run on the Scalar engine (not NeuronCore-v2)
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
+    engine_free_dims: int = 4         # engine instruction operand: free-dim access pattern dims (max)
     dma_transpose_itemsize: int = 2   # dma_transpose hwdge / indirect: element width (bytes)
     dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: 2-D src.shape[0] (3-D/4-D: a divisor)
     dma_transpose_fmax: int = 128     # dma_transpose hwdge / indirect: src.shape[-1] at most this

@@ -326,3 +326,47 @@ def test_shape_dims_must_be_positive(shape):
     with pytest.raises(ShapeError, match=err("nl.ndarray", f"shape {shape} must have at least one dim, each a "
                                                            f"positive integer")):
         run(lambda: nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf))
+
+
+# ---- at most 4 free access-pattern dims per engine operand -----------------------------------
+
+def _copy_view(shape, view_of):
+    def kernel(x):
+        t = nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        v = view_of(t)
+        u = nl.ndarray(v.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=v)
+        return x
+    return kernel
+
+
+def test_four_free_dims_are_fine_and_contiguous_ones_merge():
+    x = np.zeros((1, 1), np.float32)
+    simulate(_copy_view((2, 2, 2, 2, 2, 2), lambda t: t), x)                       # 5 dims merge into 1
+    simulate(_copy_view((2, 3, 4, 5, 6), lambda t: t.permute((0, 4, 3, 2, 1))), x)  # 4 free dims
+    simulate(_copy_view((2, 1, 3, 1, 4, 1, 5, 1, 6), lambda t: t.permute((0, 8, 7, 6, 5, 4, 3, 2, 1))), x)
+
+
+def test_five_free_dims_raise():
+    """Arch guide: "up to four-dimensional tensorized access pattern ... within each partition"."""
+    x = np.zeros((1, 1), np.float32)
+    kernel = _copy_view((2, 2, 3, 2, 3, 2), lambda t: t.permute((0, 5, 4, 3, 2, 1)))
+    with pytest.raises(ShapeError, match=r"^nisa\.tensor_copy: src \(2, 2, 3, 2, 3, 2\) with strides "
+                                         r"\(72, 1, 2, 6, 12, 36\) needs 5 free-dim access-pattern dims \(after "
+                                         r"merging contiguous dims\); an engine instruction takes at most 4 "
+                                         r"\(test_allocation_rules\.py:\d+\)$"):
+        simulate(kernel, x)
+
+
+def test_dma_operands_take_any_number_of_free_dims(rng):
+    x = rng.standard_normal((2, 2, 3, 2, 3, 2)).astype(np.float32)
+
+    def kernel(x):
+        t = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.permute((0, 5, 4, 3, 2, 1))
+        out = nl.ndarray(v.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+    np.testing.assert_array_equal(simulate(kernel, x), x.transpose(0, 5, 4, 3, 2, 1))

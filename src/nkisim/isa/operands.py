@@ -25,6 +25,11 @@ def check(spec, args) -> None:
       partitions", nki/guides/architecture/trainium_inferentia2_arch.rst; the same rule as
       ``.ap``'s, nki/deep-dives/nki-aps.rst). Decision: the view ``t[0:128:2]`` itself is
       legal (the NkiTensor view docs allow any step >= 1); using it as an operand is the error;
+    - at most ``target.engine_free_dims`` (4) free dims in an SBUF/PSUM operand of a compute
+      engine instruction, counted after dropping size-1 dims and merging dims contiguous with
+      each other ("the src/dst tensor of an engine instruction can support up to
+      four-dimensional tensorized access pattern with a stride in each dimension within each
+      partition", same page; DMA operands are descriptor lists, not limited so);
     - a dynamic-offset view out of bounds raises BoundsError, except for an op with
       ``oob_mode=skip`` (the DMA skips the transfer; see ``isa.dma``).
     Raises: ShapeError, BoundsError (naming the op and the operand)."""
@@ -46,6 +51,30 @@ def check(spec, args) -> None:
                                            f"{a.strides[0]} elements; it must be {per_part} (the elements "
                                            f"per partition): no partition striding, an operand occupies "
                                            f"consecutive partitions")
+            if spec.op not in _DMA_OPS:
+                n = free_dims(a.shape, a.strides)
+                limit = state.core(spec.api).target.engine_free_dims
+                if n > limit:
+                    raise ShapeError(spec.api, f"{name} {a.shape} with strides {a.strides} needs {n} free-dim "
+                                               f"access-pattern dims (after merging contiguous dims); an engine "
+                                               f"instruction takes at most {limit}")
+
+
+_DMA_OPS = frozenset(("dma_copy", "dma_transpose", "dma_compute", "sendrecv", "core_barrier"))
+
+
+def free_dims(shape, strides) -> int:
+    """Free dims of an on-chip view's access pattern: dims after the partition dim, size-1 dims
+    dropped, each dim merged into the one outside it when they are contiguous together."""
+    dims = []
+    for n, s in zip(shape[1:], strides[1:]):
+        if n == 1:
+            continue
+        if dims and dims[-1][1] == n * s:
+            dims[-1] = (dims[-1][0] * n, s)
+        else:
+            dims.append((n, s))
+    return len(dims)
 
 F32 = np.float32
 
@@ -69,4 +98,4 @@ def pf(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1) if a.ndim != 2 else a
 
 
-__all__ = ["check", "target", "column_f32", "pf", "F32"]
+__all__ = ["check", "free_dims", "target", "column_f32", "pf", "F32"]
