@@ -233,3 +233,30 @@ def test_dynamic_address_needs_a_dge_mode_that_makes_descriptors_at_run_time():
             "nisa.dma_copy", "src has a dynamic (runtime) address, which needs dge_mode swdge or hwdge (with "
                              "dge_mode=none the descriptors are made before execution)")):
         simulate(kernel, x, nisa.dge_mode.none, target="trn2")
+
+
+def test_ds_with_a_register_start_is_a_dynamic_view():
+    """``x[nl.ds(reg, n)]`` ("dynamic slice", NkiTensor.__getitem__): checked where it is used."""
+    def kernel(x, off, mode):
+        r = nisa.register_alloc()
+        it = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=it, src=off)
+        nisa.register_load(r, it)
+        v = x[nl.ds(r, 2), 1:4]
+        assert v.is_indirect() and v.shape == (2, 3)
+        t = nl.ndarray((2, 3), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=-3.0)
+        nisa.dma_copy(dst=t, src=v, oob_mode=mode)
+        out = nl.ndarray((2, 3), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    x = np.arange(30, dtype=np.float32).reshape(5, 6)
+    skip, error = nisa.oob_mode.skip, nisa.oob_mode.error
+    for start in range(4):
+        np.testing.assert_array_equal(simulate(kernel, x, np.array([[start]], np.int32), error),
+                                      x[start:start + 2, 1:4])
+    np.testing.assert_array_equal(simulate(kernel, x, np.array([[4]], np.int32), skip), np.full((2, 3), -3.0))
+    with pytest.raises(BoundsError, match=err(
+            "nisa.dma_copy", "src dynamic slice 4:6 on dim 0 of tensor 'argument 0' (5, 6) is outside 0:5 "
+                             "(oob_mode=error)")):
+        simulate(kernel, x, np.array([[4]], np.int32), error)

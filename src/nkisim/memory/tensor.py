@@ -120,6 +120,19 @@ def _contiguous_strides(shape):
 _ALL = slice(None)
 
 
+class DynamicSlice:
+    """``nl.ds(start, size)`` with a runtime start (a register or a 1-element integer tile): the
+    view it indexes is dynamic, so its bounds are checked by the instruction that uses it (a DMA
+    with ``oob_mode=skip`` skips the transfer; see ``NkiTensor._view``)."""
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size):
+        self.start, self.size = start, size
+
+    def __repr__(self):
+        return f"ds({self.start!r}, {self.size})"
+
+
 def _index(value, op="index"):
     """An integer index from an int, NumPy integer or anything with ``__index__`` (not a bool)."""
     if isinstance(value, (bool, np.bool_)):
@@ -374,8 +387,22 @@ class NkiTensor:
         offset = self.offset
         shape, strides, last_dropped = [], [], None
         on_chip = self.alloc.buffer in ON_CHIP
+        oob, dynamic = self.oob, self.dynamic
         for d, (n, s) in enumerate(zip(self.shape, self.strides)):
             k = key[d] if d < len(key) else _ALL
+            if type(k) is DynamicSlice:
+                from .access import dynamic_index
+                start, size = dynamic_index(k.start, op), _index(k.size, op)
+                if size < 1:
+                    raise BoundsError(op, f"nl.ds size {size} on dim {d} of {self._label()} must be >= 1")
+                if (start < 0 or start + size > n) and oob is None:
+                    oob = (f"dynamic slice {start}:{start + size} on dim {d} of {self._label()} is outside "
+                           f"0:{n} (oob_mode=error)")
+                dynamic = True
+                offset += start * s
+                shape.append(size)
+                strides.append(s)
+                continue
             if type(k) is slice:
                 start, stop, step = k.start, k.stop, k.step
                 start = 0 if start is None else (start if type(start) is int else _index(start, op))
@@ -415,8 +442,8 @@ class NkiTensor:
             shape, strides = [1], [1 if last_dropped is None else last_dropped]
         # Every start/stop/index was checked against its dim, so the view stays inside the parent.
         t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
-        if self.dynamic:                    # a view of a dynamic view is one too
-            t.oob, t.dynamic = self.oob, True
+        if dynamic:                         # nl.ds with a runtime start, or a view of a dynamic view
+            t.oob, t.dynamic = oob, True
         return t
 
     def __setitem__(self, key, value):
@@ -771,4 +798,4 @@ def contiguous_view(alloc: Allocation) -> NkiTensor:
     return t
 
 
-__all__ = ["Allocation", "NkiTensor", "contiguous_view"]
+__all__ = ["Allocation", "NkiTensor", "DynamicSlice", "contiguous_view"]
