@@ -36,9 +36,10 @@ class Target:
     # (trn3) and newer")
     alu_ops_excluded: tuple = ()
     vector_transpose_max: int = 32    # VectorE nc_transpose: at most 32 x 32
-    dma_transpose_itemsize: int = 2   # dma_transpose element width (bytes)
-    dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: src.shape[0] must equal this
-    dma_transpose_hwdge_align: int = 128   # dma_transpose hwdge: src.shape[-1] multiple of this
+    engine_free_dims: int = 4         # engine instruction operand: free-dim access pattern dims (max)
+    dma_transpose_itemsize: int = 2   # dma_transpose hwdge / indirect: element width (bytes)
+    dma_transpose_hwdge_rows: int = 16     # dma_transpose hwdge: 2-D src.shape[0] (3-D/4-D: a divisor)
+    dma_transpose_fmax: int = 128     # dma_transpose hwdge / indirect: src.shape[-1] at most this
     search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
     search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)

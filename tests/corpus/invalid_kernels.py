@@ -237,8 +237,8 @@ def memset_fraction_into_int(x):
 
 
 def dma_transpose_fp32(x):
-    src, d = nl.zeros((4, 8), F32), nl.ndarray((8, 4), dtype=F32)
-    nisa.dma_transpose(dst=d, src=src)  # <- error
+    src, d = nl.zeros((16, 8), F32), nl.ndarray((8, 16), dtype=F32)
+    nisa.dma_transpose(dst=d, src=src, dge_mode=nisa.dge_mode.hwdge)  # <- error
 
 
 # ---- generation gating ---------------------------------------------------------------------
@@ -310,7 +310,7 @@ def slice_past_the_end(x):
 
 def negative_slice_start(x):
     t = nl.zeros((4, 8), F32)
-    nisa.memset(dst=t[:, -2:8], value=1.0)  # <- error
+    nisa.memset(dst=t[:, -9:8], value=1.0)  # <- error
 
 
 def ap_reaching_outside(x):

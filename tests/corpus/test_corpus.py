@@ -171,7 +171,7 @@ BAD = [
     Bad(bad.memset_fraction_into_int, DtypeError,
         "nisa.memset: value 0.5 is not an integer but dst dtype is int32"),
     Bad(bad.dma_transpose_fp32, DtypeError,
-        "nisa.dma_transpose: src dtype float32 is 4 bytes; the DMA transpose needs a 2-byte dtype"),
+        "nisa.dma_transpose: src dtype float32 is 4 bytes; the dge_mode=hwdge transpose needs a 2-byte dtype"),
     # generation gating
     Bad(bad.exponential_on_trn2, UnsupportedError,
         "nisa.exponential: needs trn3 or newer, not supported on trn2"),
@@ -200,7 +200,7 @@ BAD = [
     Bad(bad.slice_past_the_end, BoundsError,
         "tensor indexing: slice 0:9 on dim 1 of tensor (4, 8) is outside 0:8"),
     Bad(bad.negative_slice_start, BoundsError,
-        "tensor indexing: slice -2:8 on dim 1 of tensor (4, 8) is outside 0:8"),
+        "tensor indexing: slice -9:8 on dim 1 of tensor (4, 8) is outside 0:8"),
     Bad(bad.ap_reaching_outside, BoundsError,
         "NkiTensor.ap: view of tensor (4, 8) reaches element 32, outside its 32 elements"),
     Bad(bad.index_out_of_range, BoundsError,

@@ -167,17 +167,48 @@ def test_dma_transpose_3d_and_4d_default_and_explicit_axes(rng):
 
 
 def test_dma_transpose_hwdge_shape_rules(rng):
+    """nisa.dma_transpose "DMA Direct Transpose Constraints" (hwdge): 2-D src.shape[0] == 16,
+    src.shape[-1] <= 128 (not a multiple of 128)."""
     bits = bf16_bits((16, 128), rng)
     got = simulate(transpose_kernel((128, 16), dge_mode=nisa.dge_mode.hwdge), bits.view(BF16), target="trn2")
     assert got.view(np.uint16).tolist() == bits.T.tolist()
-    with pytest.raises(ShapeError, match=err("dma_transpose", "dge_mode=hwdge needs src.shape[0] == 16, "
-                                                              "got 8 on trn2")):
+    bits = bf16_bits((16, 64), rng)
+    got = simulate(transpose_kernel((64, 16), dge_mode=nisa.dge_mode.hwdge), bits.view(BF16), target="trn2")
+    assert got.view(np.uint16).tolist() == bits.T.tolist()
+    with pytest.raises(ShapeError, match=err("dma_transpose", "dge_mode=hwdge needs src.shape[0] == 16 for a "
+                                                              "2-D src, got 8 on trn2")):
         simulate(transpose_kernel((128, 8), dge_mode=nisa.dge_mode.hwdge), np.zeros((8, 128), BF16),
                  target="trn2")
-    with pytest.raises(ShapeError, match=err("dma_transpose", "dge_mode=hwdge needs src.shape[-1] to be a "
-                                                              "multiple of 128, got 64 on trn2")):
-        simulate(transpose_kernel((64, 16), dge_mode=nisa.dge_mode.hwdge), np.zeros((16, 64), BF16),
-                 target="trn2")
+    # (src.shape[-1] <= 128 is implied by dst's partition limit: dst.shape[0] == src.shape[-1])
+
+
+def test_dma_transpose_hwdge_3d_rules(rng):
+    """3-D/4-D: src.shape[0] in {1, 2, 4, 8, 16} and (src.shape[0] * src.shape[-2]) % 16 == 0."""
+    hw = {"dge_mode": nisa.dge_mode.hwdge}
+    for shape in [(4, 4, 8), (1, 16, 8), (2, 8, 128)]:
+        bits = bf16_bits(shape, rng)
+        got = simulate(transpose_kernel(shape[::-1], **hw), bits.view(BF16), target="trn2")
+        assert got.view(np.uint16).tolist() == np.transpose(bits, (2, 1, 0)).tolist()
+    b4 = bf16_bits((2, 3, 8, 4), rng)
+    got = simulate(transpose_kernel((4, 3, 8, 2), **hw), b4.view(BF16), target="trn3")
+    assert got.view(np.uint16).tolist() == np.transpose(b4, (3, 1, 2, 0)).tolist()
+    with pytest.raises(ShapeError, match=err("dma_transpose", "dge_mode=hwdge needs src.shape[0] in "
+                                                              "{1, 2, 4, 8, 16} for a 3-D src, got 3 on trn2")):
+        simulate(transpose_kernel((8, 16, 3), **hw), np.zeros((3, 16, 8), BF16), target="trn2")
+    with pytest.raises(ShapeError, match=err("dma_transpose", "dge_mode=hwdge needs src.shape[0] * "
+                                                              "src.shape[-2] to be a multiple of 16, got "
+                                                              "4 * 3 on trn2")):
+        simulate(transpose_kernel((8, 3, 4), **hw), np.zeros((4, 3, 8), BF16), target="trn2")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.int8])
+def test_dma_transpose_any_dtype_without_hwdge(rng, dtype):
+    """The 2-byte dtype rule is listed only under hwdge and the indirect transpose."""
+    x = (rng.standard_normal((5, 7)) * 50).astype(dtype)
+    got = simulate(transpose_kernel((7, 5)), x, target="trn2")
+    np.testing.assert_array_equal(got, x.T)
+    got = simulate(transpose_kernel((7, 5), via_sbuf=True), x, target="trn3")
+    np.testing.assert_array_equal(got, x.T)
 
 
 def test_dma_transpose_hwdge_needs_trn2():
@@ -189,10 +220,11 @@ def test_dma_transpose_hwdge_needs_trn2():
     np.testing.assert_array_equal(simulate(transpose_kernel((3, 2)), x, target="trn1"), x.T)
 
 
-def test_dma_transpose_needs_two_byte_dtype():
-    with pytest.raises(DtypeError, match=err("dma_transpose", "src dtype float32 is 4 bytes; the DMA "
-                                                              "transpose needs a 2-byte dtype")):
-        simulate(transpose_kernel((3, 2)), np.zeros((2, 3), np.float32), target="trn2")
+def test_dma_transpose_hwdge_needs_two_byte_dtype():
+    with pytest.raises(DtypeError, match=err("dma_transpose", "src dtype float32 is 4 bytes; the "
+                                                              "dge_mode=hwdge transpose needs a 2-byte dtype")):
+        simulate(transpose_kernel((128, 16), dge_mode=nisa.dge_mode.hwdge), np.zeros((16, 128), np.float32),
+                 target="trn2")
 
 
 def test_dma_transpose_dtype_must_match():
@@ -252,7 +284,8 @@ def test_dma_transpose_indirect_and_other_modes_unsupported():
                                                    "dma_transpose; use unknown or hwdge")):
         simulate(transpose_kernel((3, 2), dge_mode=3), np.zeros((2, 3), BF16), target="trn2")
     with pytest.raises(UnsupportedError, match=err("dma_transpose", "oob_mode=skip is only valid for an "
-                                                   "indirect src")):
+                                                   "indirect src (src.ap(scalar_offset=...) or a dynamic "
+                                                   "select)")):
         simulate(transpose_kernel((3, 2), oob_mode=nisa.oob_mode.skip), np.zeros((2, 3), BF16),
                  target="trn2")
 

@@ -173,3 +173,49 @@ def test_indirect_plain_side_rows_must_pair():
     with pytest.raises(ShapeError, match=err(
             "nisa.dma_copy", "dst dim 0 is 1; the indirect view has 2 rows and row w pairs with dst[w]")):
         simulate(kernel, np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32))
+
+
+def test_indirect_dma_refuses_dge_mode_none():
+    """nisa.dma_copy: "When sw_dge is selected, nisa.dma_copy can also perform a gather or scatter"."""
+    def kernel(table, idx):
+        it = _load_idx(idx)
+        t = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=table.ap([[3, 2], [1, 3]], vector_offset=it, indirect_dim=0),
+                      dge_mode=nisa.dge_mode.none)
+    with pytest.raises(UnsupportedError, match=err(
+            "nisa.dma_copy", "indirect (vector_offset) DMA needs the software DGE, not dge_mode=none")):
+        simulate(kernel, np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32))
+
+
+def test_vector_select_gathers_rows_like_numpy(rng):
+    """NkiTensor.vector_select(0, offsets): "Each partition uses its own index from vector_offset
+    as the base address for the selected dimension"; shape (offsets.shape[0],) + shape[1:]."""
+    table = rng.standard_normal((6, 2, 4)).astype(np.float32)
+    idx = np.array([[5], [0], [3]], np.int32)
+
+    def kernel(table, idx):
+        it = _load_idx(idx)
+        v = table.vector_select(0, it)
+        assert v.shape == (3, 2, 4)
+        t = nl.ndarray((3, 2, 4), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=v)
+        out = nl.ndarray((3, 2, 4), dtype=table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    np.testing.assert_array_equal(simulate(kernel, table, idx), table[idx[:, 0]])
+
+
+def test_vector_select_rules():
+    def kernel(table, idx, case):
+        it = _load_idx(idx)
+        if case == "dim":
+            table.vector_select(1, it)
+        else:
+            t = nl.ndarray((4, 3), dtype=nl.float32, buffer=nl.sbuf)
+            t.vector_select(0, it)
+    args = (np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32))
+    with pytest.raises(ShapeError, match=err("NkiTensor.vector_select", "dim must be 0, got 1")):
+        simulate(kernel, *args, "dim")
+    with pytest.raises(MemorySpaceError, match=err("NkiTensor.vector_select", "vector_offset needs a tensor "
+                                                   "in HBM (DMA gather/scatter), got sbuf")):
+        simulate(kernel, *args, "sbuf")

@@ -57,11 +57,13 @@ def test_on_chip_int_index_keeps_partition_dim_and_2d():
 @pytest.mark.parametrize("view_fn, msg", [
     (lambda x: x[0:5], r"slice 0:5 on dim 0 of tensor 'argument 0' \(4, 6\) is outside 0:4"),
     (lambda x: x[-5], r"index -5 on dim 0"),
-    (lambda x: x[-1], r"index -1 on dim 0 of tensor 'argument 0' \(4, 6\) is outside 0:4"),
+    (lambda x: x[4], r"index 4 on dim 0 of tensor 'argument 0' \(4, 6\) is outside 0:4"),
     (lambda x: x[:, 1.5], r"index must be an integer, got float 1.5"),
     (lambda x: x[True], r"index must be an integer, got bool True"),
     (lambda x: x[None], r"index must be an integer, got NoneType None"),
-    (lambda x: x[:, -2:], r"slice -2:6 on dim 1"),
+    (lambda x: x[:, -7:], r"slice -7:6 on dim 1"),
+    (lambda x: x[:, 2:-5], r"slice 2:1 on dim 1"),
+    (lambda x: x[:, :7], r"slice 0:7 on dim 1"),
     (lambda x: x.slice(1, 2, 7), r"needs 0 <= start < end <= 6"),
     (lambda x: x.ap([[6, 5], [1, 6]]), r"reaches element 29, outside its 24 elements"),
 ])

@@ -25,6 +25,7 @@ from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
 from ..trace.events import Instruction, Operand
 from . import enums as _enums
+from . import operands as _operands
 from ..memory.buffers import MemoryRegion
 from .enums import NkiInstruction, engine as _engine
 
@@ -288,7 +289,7 @@ def _intern_sig(a) -> int:
     """The view's signature id (cached on the view)."""
     alloc = a.alloc
     sig = (a.shape, a.strides, a.offset, a.dtype, alloc.buffer, alloc.shape, alloc.dtype,
-           a.storage is alloc.storage)
+           a.storage is alloc.storage, a.dynamic, a.oob is not None)   # (dynamic: memory.tensor._view)
     i = _SIGS.get(sig)
     if i is None:
         if len(_SIGS) >= 1 << 20:       # start over (ids cached on live views stay unique)
@@ -341,6 +342,7 @@ def run(spec: OpSpec, args: tuple):
             key = spec.key(core.target, *args)
             passed = spec.passed.get(key) if key is not None else None
             if passed is None:
+                _operands.check(spec, args)
                 passed = spec.rules(ins, *args)
                 if key is not None:
                     _remember(spec.passed, key, passed)
@@ -349,6 +351,7 @@ def run(spec: OpSpec, args: tuple):
         else:
             if core.before_ins is not None:     # LNC2 stop / pending receives (core.fast is off then)
                 core.before_ins(ins)
+            _operands.check(spec, args)
             passed = spec.rules(ins, *args)
         ins.engine, ins.info = passed
         spec.compute(ins, *args)

@@ -32,6 +32,10 @@ def _dma_rules(ins, dst, src, priority, oob_mode, dge_mode, engine, name):
 
 
 def _dma_compute(ins, dst, src, priority, oob_mode, dge_mode, engine, name):
+    if (getattr(dst, "oob", None) is not None or getattr(src, "oob", None) is not None) \
+            and as_enum(_oob, oob_mode, ins.op) is _oob.skip:
+        ins.note(skipped=True)          # a dynamic address out of bounds: "skip the DMA transfer"
+        return
     if ins.info is not None:
         _copy_rows(ins, dst, src, *ins.info)
     elif not copy_deferred(dst, src):
@@ -52,9 +56,15 @@ def dma_copy(dst, src, priority=None, oob_mode=_oob.error, dge_mode=_dge_mode.un
     dge_mode=nisa.dge_mode.hwdge"; otherwise it must stay unknown (EngineError).
     Indirect (gather/scatter, SWDGE): ``src`` or ``dst`` (not both) may be an HBM
     ``t.ap(pattern, vector_offset=idx, indirect_dim=0)`` view with R rows; the other side must have
-    R partitions (SBUF) or R rows (HBM dim 0), row w pairing with index ``idx[w]``. An index outside
+    R partitions (SBUF) or R rows (HBM dim 0), row w pairing with index ``idx[w]``.
+    Dynamic address (``t.ap(scalar_offset=...)``, a dynamic ``select``): bounds are checked when the
+    copy runs; out of bounds is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``,
+    no transfer at all ("skip the DMA transfer for a given dynamic address ... out of bound"). An index outside
     the base's rows is a BoundsError with ``oob_mode=error`` and, with ``oob_mode=skip``, skips that
-    row (its destination row is left untouched). ``dge_mode=hwdge`` is refused for indirect views.
+    row (its destination row is left untouched). ``dge_mode=hwdge`` and ``none`` are refused for indirect views ("When sw_dge is selected,
+    nisa.dma_copy can also perform a gather or scatter"); a dynamic address needs swdge or hwdge
+    (or unknown), not ``none`` ("When either sw_dge or hw_dge mode is used, the src and dst
+    tensors can have a dynamic start address").
     The index values are runtime data: they are read, and checked, when the copy runs.
     Event: engine dma (``dge_mode`` and the descriptor ``engine`` are options); an indirect copy
     names the base tensor as its operand and notes ``indirect=True`` and ``rows`` (rows copied).
@@ -72,6 +82,10 @@ def _check_copy(op, t, dst, src, dge_mode, oob_mode):
     rules.same_size(op, "dst", dst, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
     as_enum(_oob, oob_mode, op)
+    if mode is _dge_mode.none and (dst.dynamic or src.dynamic):
+        raise UnsupportedError(op, f"{'dst' if dst.dynamic else 'src'} has a dynamic (runtime) address, which "
+                                   f"needs dge_mode swdge or hwdge (with dge_mode=none the descriptors are "
+                                   f"made before execution)")
     if mode is _dge_mode.hwdge and dst.dtype != src.dtype:
         raise DtypeError(op, f"dge_mode=hwdge copies bytes and needs equal dtypes, got src "
                              f"{src.dtype} and dst {dst.dtype}")
@@ -101,8 +115,9 @@ def _indirect_rules(op, t, dst, src, oob_mode, dge_mode):
         raise UnsupportedError(op, "only one of src and dst may be an indirect (vector_offset) view")
     mode = as_enum(_dge_mode, dge_mode, op)
     skip = as_enum(_oob, oob_mode, op) is _oob.skip
-    if mode is _dge_mode.hwdge:
-        raise UnsupportedError(op, "indirect (vector_offset) DMA needs the software DGE, not dge_mode=hwdge")
+    if mode is _dge_mode.hwdge or mode is _dge_mode.none:
+        raise UnsupportedError(op, f"indirect (vector_offset) DMA needs the software DGE, not "
+                                   f"dge_mode={mode.name}")
     scatter = isinstance(dst, IndirectTensor)
     ind, plain, pname = (dst, src, "src") if scatter else (src, dst, "dst")
     rules.tensor(op, pname, plain)
@@ -135,6 +150,12 @@ def _copy_rows(ins, dst, src, scatter, skip):
     ins.note(indirect=True, rows=int(ok.sum()))
 
 
+def _dynamic(t) -> bool:
+    """``t`` has a runtime (dynamic) start address: made by ``.ap(scalar_offset=...)`` or a
+    dynamic ``select`` (``NkiTensor.is_indirect``)."""
+    return getattr(t, "dynamic", False)
+
+
 # i-th dst axis = src axis axes[i]; the only permutation per rank (docs: "Supported axes").
 _TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
@@ -146,15 +167,16 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     rules.tensor(op, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
     oob = as_enum(_oob, oob_mode, op)
-    if src.is_indirect() or mode is _dge_mode.swdge:
+    if type(src) is IndirectTensor or mode is _dge_mode.swdge:
         raise UnsupportedError(op, "the indirect (gather) transpose (src.ap(vector_offset=...), "
                                    "dge_mode=swdge) is not supported by nkisim yet")
     if mode is _dge_mode.none:
         raise UnsupportedError(op, "dge_mode=none is not valid for dma_transpose; use unknown or hwdge")
     if mode is _dge_mode.hwdge and t.nc_version < 3:
         raise UnsupportedError(op, f"dge_mode=hwdge needs trn2 or newer, not {t.name}")
-    if oob is _oob.skip:
-        raise UnsupportedError(op, "oob_mode=skip is only valid for an indirect src")
+    if oob is _oob.skip and not _dynamic(src):
+        raise UnsupportedError(op, "oob_mode=skip is only valid for an indirect src "
+                                   "(src.ap(scalar_offset=...) or a dynamic select)")
     if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
         raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
     rules.sbuf_only(op, "dst", dst)
@@ -164,9 +186,6 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
         rules.partitions(op, "src", src, t)
     if dst.dtype != src.dtype:
         raise DtypeError(op, f"dst dtype {_dt.name(dst.dtype)} must equal src dtype {_dt.name(src.dtype)}")
-    if src.dtype.itemsize != t.dma_transpose_itemsize:
-        raise DtypeError(op, f"src dtype {_dt.name(src.dtype)} is {src.dtype.itemsize} bytes; the DMA "
-                             f"transpose needs a {t.dma_transpose_itemsize}-byte dtype")
     want = _TRANSPOSE_AXES.get(src.ndim)
     if want is None:
         raise ShapeError(op, f"src has {src.ndim} dims; dma_transpose takes 2, 3 or 4")
@@ -177,16 +196,39 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     if dst.shape != shape:
         raise ShapeError(op, f"dst shape {dst.shape} must equal the transposed src shape {shape}")
     if mode is _dge_mode.hwdge:
-        if src.shape[0] != t.dma_transpose_hwdge_rows:
-            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[0] == {t.dma_transpose_hwdge_rows}, "
-                                 f"got {src.shape[0]} on {t.name}")
-        if src.shape[-1] % t.dma_transpose_hwdge_align:
-            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[-1] to be a multiple of "
-                                 f"{t.dma_transpose_hwdge_align}, got {src.shape[-1]} on {t.name}")
+        _hwdge_transpose_rules(op, t, src)
     return Passed(_engine.dma, perm)
 
 
+def _hwdge_transpose_rules(op, t, src):
+    """dma_transpose's "DMA Direct Transpose Constraints" for dge_mode=hwdge: a 2-byte dtype;
+    2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with
+    (src.shape[0] * src.shape[-2]) % 16 == 0; src.shape[-1] <= 128."""
+    if src.dtype.itemsize != t.dma_transpose_itemsize:
+        raise DtypeError(op, f"src dtype {_dt.name(src.dtype)} is {src.dtype.itemsize} bytes; the "
+                             f"dge_mode=hwdge transpose needs a {t.dma_transpose_itemsize}-byte dtype")
+    rows, p = t.dma_transpose_hwdge_rows, src.shape[0]
+    if src.ndim == 2:
+        if p != rows:
+            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[0] == {rows} for a 2-D src, got {p} "
+                                 f"on {t.name}")
+    else:
+        allowed = tuple(1 << k for k in range(rows.bit_length()) if 1 << k <= rows and rows % (1 << k) == 0)
+        if p not in allowed:
+            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[0] in {{{', '.join(map(str, allowed))}}} "
+                                 f"for a {src.ndim}-D src, got {p} on {t.name}")
+        if (p * src.shape[-2]) % rows:
+            raise ShapeError(op, f"dge_mode=hwdge needs src.shape[0] * src.shape[-2] to be a multiple of "
+                                 f"{rows}, got {p} * {src.shape[-2]} on {t.name}")
+    if src.shape[-1] > t.dma_transpose_fmax:
+        raise ShapeError(op, f"dge_mode=hwdge needs src.shape[-1] <= {t.dma_transpose_fmax}, got "
+                             f"{src.shape[-1]} on {t.name}")
+
+
 def _dt_compute(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
+    if src.oob is not None and as_enum(_oob, oob_mode, ins.op) is _oob.skip:
+        ins.note(skipped=True)          # a dynamic src address out of bounds: no transfer
+        return
     write(dst, np.transpose(read_raw(src), ins.info))
 
 
@@ -197,12 +239,14 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
 
     Shapes: src 2-D, 3-D or 4-D; ``axes`` (default by rank) must be (1, 0), (2, 1, 0) or
     (3, 1, 2, 0) for that rank; dst.shape must equal the permuted src.shape exactly.
-    Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype, 2 bytes wide
-    (Decision: the docs list the 2-byte rule under hwdge and the indirect form; nkisim applies it
-    to every dma_transpose, as the DMA transpose block moves 2-byte elements).
-    ``dge_mode``: unknown or hwdge (trn2+; then src.shape[0] == 16 and src.shape[-1] % 128 == 0).
+    Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype.
+    ``dge_mode``: unknown or hwdge (trn2+). hwdge ("DMA Direct Transpose Constraints"): a 2-byte
+    dtype; 2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with
+    (src.shape[0] * src.shape[-2]) % 16 == 0; src.shape[-1] <= 128. With dge_mode=unknown any
+    dtype transposes (the docs put the 2-byte rule under hwdge and the indirect form only).
     The indirect (gather) transpose (``src.ap(vector_offset=...)``, dge_mode=swdge) is not supported
-    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` only applies to the indirect form.
+    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` needs an indirect src; with a
+    dynamic src address (``src.ap(scalar_offset=...)``) out of bounds it skips the transfer.
     Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError.
     Engine: dma (the event's engine; ``dge_mode`` is an option).
     Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_transpose).

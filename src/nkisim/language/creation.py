@@ -41,14 +41,21 @@ def unknown_keyword(api: str, fn, kw: dict):
 def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **kw) -> NkiTensor:
     """An uninitialised tensor (NaN for floats, 4 for integers) of ``shape`` and ``dtype``.
 
-    On SBUF/PSUM dim 0 is the partition dim (<= 128). ``address`` ("optional memory address
-    (partition_offset, free_offset)") is accepted and has no effect in simulation: every
-    allocation gets its own memory. Issues no instruction.
-    Raises: ShapeError, DtypeError, CapacityError, TypeError (unknown keyword).
+    On SBUF/PSUM dim 0 is the partition dim (<= 128). ``shape`` holds integers (a float such as
+    128.5 raises ShapeError, never truncated); ``buffer`` is a buffer object (``'sbuf'`` raises
+    ArgumentError: strings are "no longer supported", nki/migration/index.rst).
+    ``address`` ("optional memory address (partition_offset, free_offset)") places an SBUF/PSUM
+    tensor by hand, the free offset in bytes: checked against the partitions, the per-partition
+    size of the target, PSUM bank starts and other live placed tensors (``access.check_address``,
+    ``capacity.CoreMemory``); ``t.address`` gives it back. Every allocation still has its own
+    storage in simulation (placed tensors never alias each other's values). Issues no instruction.
+    Raises: ShapeError, DtypeError, CapacityError, ArgumentError, TypeError (unknown keyword).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (ndarray), nki/migration/index.rst
+    ("Improved allocation API"), nki/library/kernel-utils/allocator.rst.
     """
     if kw:
         unknown_keyword("nl.ndarray", ndarray, kw)
-    return access.allocate(shape, dtype, buffer, name, op="nl.ndarray")
+    return access.allocate(shape, dtype, buffer, name, op="nl.ndarray", address=address)
 
 
 def _fill_compute(ins, dst, value):

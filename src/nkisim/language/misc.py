@@ -14,7 +14,11 @@ from .creation import unknown_keyword
 
 
 def ds(start, size):
-    """``nl.ds(start, size)`` is the slice ``start:start + size``."""
+    """``nl.ds(start, size)`` is the slice ``start:start + size``; with a runtime start (a register
+    or a 1-element tile) a ``DynamicSlice``, whose bounds the using instruction checks."""
+    if hasattr(start, "shape") or type(start).__name__ == "VirtualRegister":
+        from ..memory.tensor import DynamicSlice
+        return DynamicSlice(start, int(size))
     start, size = int(start), int(size)
     return slice(start, start + size)
 

@@ -14,10 +14,10 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
-from ..errors import (CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
+from ..errors import (ArgumentError, CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                       UnsupportedError, kernel_location)
 from . import hooks as _hooks
-from .buffers import ON_CHIP, as_buffer, psum, shared_hbm
+from .buffers import HBM, ON_CHIP, MemoryRegion, as_buffer, psum, shared_hbm
 from .capacity import CoreMemory, staggered
 from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
 
@@ -74,22 +74,18 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
     """The checked layout of a new allocation (memoised: the rules depend on these values only).
 
     Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer)."""
+    key = (shape, dtype, buffer, target, precise) if _plain_key(shape, buffer) else None
     try:
-        key = (shape, dtype, buffer, target, precise)
-        return _LAYOUT[key]
+        if key is not None:
+            return _LAYOUT[key]
     except KeyError:
         pass
-    except TypeError:       # an unhashable shape (a list): check it, do not remember it
+    except TypeError:       # an unhashable dtype: check it, do not remember it
         key = None
-    buf = as_buffer(buffer)
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        shape = tuple(int(s) for s in shape)
-    except TypeError:
-        raise ShapeError(op, f"shape must be a tuple of ints, got {shape!r}") from None
-    if any(s < 0 for s in shape) or not shape:
-        raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
+    buf = _creation_buffer(op, buffer)
+    shape = _int_shape(op, shape)
+    if any(s < 1 for s in shape) or not shape:     # NkiTensor: "shape: tuple of positive integers"
+        raise ShapeError(op, f"shape {shape} must have at least one dim, each a positive integer")
     dt = check_dtype(op, "tensor", dtype, target)
     lay = _Layout(shape, dt, buf, precise)
     if lay.on_chip:
@@ -107,34 +103,96 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
     return lay
 
 
+def _int_shape(op, shape) -> tuple:
+    """``shape`` as a tuple of Python ints: ints and NumPy integers only (a float such as 128.5,
+    128.0 or ``np.float32(4)``, or a bool, raises ShapeError instead of being truncated)."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        raise ShapeError(op, f"shape must be a tuple of ints, got {shape!r}") from None
+    out = []
+    for s in dims:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise ShapeError(op, f"shape {shape!r} must hold integers; dim {len(out)} is "
+                                 f"{type(s).__name__} {s if isinstance(s, np.generic) else repr(s)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _creation_buffer(op, buffer) -> MemoryRegion:
+    """The buffer of a creation op: a buffer object (``nl.sbuf``, ``nl.psum``, ``nl.hbm``,
+    ``nl.private_hbm``, ``nl.shared_hbm``). A string such as ``'sbuf'`` raises ArgumentError:
+    "nl.ndarray, nl.zeros, and other creation ops no longer accept strings for the buffer
+    parameter" (aws-neuron-sdk nki/migration/index.rst, NKI 0.3.0)."""
+    if type(buffer) is MemoryRegion:
+        return buffer
+    if isinstance(buffer, str):
+        try:
+            obj = as_buffer(buffer)
+        except ValueError:
+            obj = None
+        hint = f"; use nl.{'hbm' if buffer == 'hbm' else obj.value}" if obj is not None else ""
+        raise ArgumentError(op, f"buffer {buffer!r} is a string; creation ops take a buffer object "
+                                f"(nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm){hint}")
+    raise ArgumentError(op, f"buffer {buffer!r} is not a buffer; expected nl.sbuf, nl.psum, nl.hbm, "
+                            f"nl.private_hbm or nl.shared_hbm")
+
+
+def _plain_key(shape, buffer) -> bool:
+    """True when ``(shape, buffer)`` may key the layout memo as given: Python ints and a buffer
+    object (128.0 == 128 and 'sbuf' == nl.sbuf hash alike, so they must not find a checked entry)."""
+    if type(buffer) is not MemoryRegion:
+        return False
+    if type(shape) is tuple:
+        for s in shape:
+            if type(s) is not int:
+                return False
+        return True
+    return type(shape) is int
+
+
 def _layout_named(op, shape, dtype, buffer, target, precise, name) -> _Layout:
     """``_layout``, with the tensor's name (or shape) in the error messages."""
     try:
         return _layout(op, shape, dtype, buffer, target, precise)
     except NkiError as exc:             # name the tensor in the message (the layout is shared)
         if "{name}" in exc.what:
-            shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+            shp = _int_shape(op, shape)
             raise type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where) from None
         raise
 
 
-def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True) -> NkiTensor:
+def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=True,
+             address=None) -> NkiTensor:
     """A new tensor of ``shape``/``dtype`` in ``buffer``, filled with NaN (floats) / 4 (ints).
 
     On SBUF/PSUM dim 0 is the partition dim (<= target.pmax); one allocation's bytes per partition
     must fit the target's usable SBUF (or PSUM) per partition. Under LNC2 the k-th ``shared_hbm``
-    allocation of every core is one tensor (both cores see the same memory).
-    Raises: ShapeError, DtypeError, CapacityError, ValueError (unknown buffer).
+    allocation of every core is one tensor (both cores see the same memory). ``shape`` holds
+    integers (ShapeError otherwise); ``buffer`` is a buffer object (ArgumentError for a string).
+    ``address`` = (partition_offset, free_offset in bytes) places an SBUF/PSUM tensor by hand
+    (see ``check_address``; overlaps with other live placed tensors are found by the capacity
+    check at kernel end).
+    Raises: ShapeError, DtypeError, CapacityError, ArgumentError.
     """
     core = state.core(op)
     launch = core.launch
     settings = launch.settings
-    try:
-        lay = _LAYOUT[(shape, dtype, buffer, launch.target, settings.precise_fp)]
-    except (KeyError, TypeError):
-        lay = None
+    lay = None
+    if type(buffer) is MemoryRegion and type(shape) is tuple:
+        for s in shape:
+            if type(s) is not int:
+                break
+        else:
+            try:
+                lay = _LAYOUT.get((shape, dtype, buffer, launch.target, settings.precise_fp))
+            except TypeError:       # an unhashable dtype: _layout_named checks it
+                pass
     if lay is None:
         lay = _layout_named(op, shape, dtype, buffer, launch.target, settings.precise_fp, name)
+    if address is not None:
+        address = check_address(op, address, lay, launch.target, name)
     buf = lay.buffer
     if buf is shared_hbm and launch.lnc > 1:
         shape, dt = lay.shape, lay.dtype
@@ -157,12 +215,64 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
             mem = core.memory = CoreMemory(launch.target, deferrable=launch.lnc == 1 and core.fast,
                                            pooled=core.fast)
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
+        alloc.address = address
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
     else:
         alloc = _new_alloc(lay, name, None if buf is shared_hbm else core.core_id, settings, fill, core)
     t = NkiTensor(alloc, lay.shape, lay.strides, 0)
     t._whole = True
     return t
+
+
+def check_address(op, address, lay, target, name="") -> tuple:
+    """An explicit allocation address ``(partition_offset, free_offset)``, checked for ``lay``.
+
+    The free offset is in bytes within each partition (Decision: the docs disagree -- the
+    migration guide calls it "the element offset within each partition" but all its examples
+    and the SbufManager page compute byte addresses, e.g. ``bank_id * 2048`` for a PSUM bank and
+    ``sca + i * n_k * 2`` for bfloat16). Rules:
+    - SBUF/PSUM only (ArgumentError for an HBM tensor: HBM has no partitions);
+    - two non-negative integers (ArgumentError);
+    - the tensor lies inside the partitions: partition_offset + shape[0] <= pmax (ShapeError),
+      and its start partition follows the hardware's start-partition rule -- more than 64
+      partitions start at 0, 33..64 at 0 or 64, 1..32 at 0, 32, 64 or 96 (ShapeError;
+      nki/guides/architecture/trainium_inferentia2_arch.rst, "Accessing SBUF/PSUM tensors");
+    - free_offset + bytes per partition <= the usable SBUF bytes per partition
+      (``nl.tile_size.total_available_sbuf_size``) or the PSUM bytes per partition (CapacityError);
+    - PSUM: the tensor starts at the beginning of a bank ("The allocation for PSUM tensors must
+      start at the beginning of each bank", nki/migration/index.rst) (ShapeError).
+    """
+    label = f"{lay.buffer} tensor {name or lay.shape}"
+    if not lay.on_chip:
+        raise ArgumentError(op, f"address={address!r} given for {label}; only SBUF and PSUM tensors "
+                                f"take an address (partition_offset, free_offset)")
+    try:
+        part, free = address
+    except (TypeError, ValueError):
+        raise ArgumentError(op, f"address must be (partition_offset, free_offset), got {address!r}") from None
+    for what, v in (("partition_offset", part), ("free_offset", free)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ArgumentError(op, f"address {what} must be a non-negative integer, got {v!r}")
+    part, free = int(part), int(free)
+    n = lay.shape[0]
+    if part + n > target.pmax:
+        raise ShapeError(op, f"{label} at partition_offset {part} with {n} partitions reaches partition "
+                             f"{part + n - 1}, beyond the {target.pmax} partitions on {target.name}")
+    quad = target.pmax // 4
+    step = target.pmax if n > 2 * quad else 2 * quad if n > quad else quad
+    if part % step:
+        starts = ", ".join(str(k) for k in range(0, target.pmax, step))
+        raise ShapeError(op, f"{label} spans {n} partitions and must start at partition {starts}; got "
+                             f"partition_offset {part} on {target.name}")
+    limit = target.psum_partition_bytes if lay.buffer is psum else target.sbuf_usable_bytes
+    if free + lay.per_part > limit:
+        raise CapacityError(op, f"{label} at free_offset {free} needs {lay.per_part} bytes per partition, "
+                                f"ending at byte {free + lay.per_part}, beyond the {limit} bytes per "
+                                f"partition of {lay.buffer} on {target.name}")
+    if lay.buffer is psum and free % target.psum_bank_bytes:
+        raise ShapeError(op, f"{label} at free_offset {free} does not start at a PSUM bank boundary "
+                             f"(a multiple of {target.psum_bank_bytes} bytes) on {target.name}")
+    return part, free
 
 
 def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):

@@ -14,6 +14,10 @@ SBUF: an allocation reserves its bytes per partition (free size x itemsize) on e
 (Decision: the allocator gives a tensor the same free-byte range on all partitions); live bytes
 must fit ``target.sbuf_usable_bytes``. One allocation larger than that fails at once.
 
+Placed tensors (``nl.ndarray(address=...)``): their address was checked when made
+(``access.check_address``); here a placed tensor must not overlap another placed tensor live at
+that point (CapacityError naming both); automatically placed tensors go around them.
+
 PSUM: 8 banks of 2 KiB per partition. A tensor of at most one bank is placed first-fit inside a
 single bank (never straddling two); a larger one takes whole consecutive banks, starting on a
 bank boundary. So a matmul destination inside a tensor of at most one bank never crosses a bank,
@@ -36,13 +40,21 @@ from ..errors import CapacityError
 
 class Rec:
     """One on-chip allocation's lifetime: born and last-used clock values, bytes per partition."""
-    __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset")
+    __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset",
+                 "address")
 
-    def __init__(self, mem, nbytes, buffer, name, shape, dtype, where):
+    def __init__(self, mem, nbytes, buffer, name, shape, dtype, where, address=None):
         self.mem, self.nbytes, self.buffer, self.where = mem, nbytes, buffer, where
         self.name, self.shape, self.dtype = name, shape, dtype
         self.born = self.last = mem.clock
         self.offset = None
+        self.address = address      # (partition_offset, free_offset bytes) given by the kernel
+
+    def overlaps(self, other) -> bool:
+        """Both placed by address, and their partition and byte ranges intersect."""
+        (p, f), (q, g) = self.address, other.address
+        return (p < q + other.shape[0] and q < p + self.shape[0]
+                and f < g + other.nbytes and g < f + self.nbytes)
 
     @property
     def label(self) -> str:
@@ -155,7 +167,8 @@ class CoreMemory:
     def add(self, alloc, nbytes: int) -> Rec:
         """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""
         self.clock += 1
-        rec = Rec(self, nbytes, alloc.buffer, alloc.name, alloc.shape, alloc.dtype, alloc.where)
+        rec = Rec(self, nbytes, alloc.buffer, alloc.name, alloc.shape, alloc.dtype, alloc.where,
+                  alloc.address)
         self.recs.append(rec)
         return rec
 
@@ -172,11 +185,31 @@ class CoreMemory:
         if record is None or not record(error):
             raise error
 
+    def _overlap(self, r, live, t, record) -> bool:
+        """A tensor placed by address must not overlap another placed tensor live at that point
+        (Decision: tensors the allocator places are put around the placed ones, so only placed
+        pairs can collide). Reports the first overlap; True if there was one."""
+        if r.address is None:
+            return False
+        for x in live:
+            o = x[2]
+            if o.address is not None and r.overlaps(o):
+                self._fail(CapacityError(
+                    "nl.ndarray", f"{r.buffer} allocation {r.label} at address {r.address} "
+                                  f"({r.nbytes} bytes per partition) overlaps {o.label} at address "
+                                  f"{o.address} ({o.nbytes} bytes per partition, allocated at {o.where}), "
+                                  f"which is still live at that point on {t.name}", where=r.where),
+                    record)
+                return True
+        return False
+
     def _sweep_sbuf(self, recs, t, record):
         limit, used, live = t.sbuf_usable_bytes, 0, []
         for r in recs:
             while live and live[0][0] < r.born:
                 used -= heapq.heappop(live)[2].nbytes
+            if self._overlap(r, live, t, record):
+                continue
             if used + r.nbytes > limit:
                 self._fail(CapacityError(
                     "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but "
@@ -193,8 +226,14 @@ class CoreMemory:
         for r in recs:
             while live and live[0][0] < r.born:
                 heapq.heappop(live)
+            if self._overlap(r, live, t, record):
+                continue
             align = t.psum_min_align
             nbytes = max(align, -(-r.nbytes // align) * align)
+            if r.address is not None:       # placed by the kernel (bounds checked at nl.ndarray)
+                r.offset = r.address[1]
+                heapq.heappush(live, (r.last, id(r), r))
+                continue
             start = _place(nbytes, bank, total, [(x[2].offset, x[2].offset + x[2].nbytes) for x in live])
             if start is None:
                 used = sum(x[2].nbytes for x in live)

@@ -31,7 +31,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "address", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -54,6 +54,7 @@ class Allocation:
         self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
         self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
+        self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -119,6 +120,19 @@ def _contiguous_strides(shape):
 _ALL = slice(None)
 
 
+class DynamicSlice:
+    """``nl.ds(start, size)`` with a runtime start (a register or a 1-element integer tile): the
+    view it indexes is dynamic, so its bounds are checked by the instruction that uses it (a DMA
+    with ``oob_mode=skip`` skips the transfer; see ``NkiTensor._view``)."""
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size):
+        self.start, self.size = start, size
+
+    def __repr__(self):
+        return f"ds({self.start!r}, {self.size})"
+
+
 def _index(value, op="index"):
     """An integer index from an int, NumPy integer or anything with ``__index__`` (not a bool)."""
     if isinstance(value, (bool, np.bool_)):
@@ -135,7 +149,8 @@ class NkiTensor:
     Shapes: dim 0 of an SBUF/PSUM tensor is the partition dimension; the rest are free dims laid out
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
-    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig")
+    __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
+                 "dynamic")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -147,6 +162,8 @@ class NkiTensor:
         self._np = None
         self._whole = None      # covers its allocation's storage exactly (access._whole), if known
         self._sig = None        # static signature for the rule memo (isa.dispatch._key), if built
+        self.oob = None         # a dynamic-offset view outside its storage: the BoundsError's text
+        self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -186,9 +203,49 @@ class NkiTensor:
     def __len__(self):
         return self.shape[0]
 
+    @property
+    def address(self):
+        """``(partition_offset, free_offset)`` given to ``nl.ndarray(address=...)`` for the
+        allocation (free offset in bytes), or None when the allocator places it."""
+        return self.alloc.address
+
     def __repr__(self):
-        return (f"NkiTensor(shape={self.shape}, dtype={_dt.name(self.dtype)}, buffer={self.buffer}"
-                + (f", name={self.name!r}" if self.name else "") + ")")
+        """``NkiTensor([...values...], shape=..., dtype=..., buffer=..., name=...)``: a NumPy-style
+        preview of the current values (summarised past 1000 elements, as NumPy does).
+
+        Reading the values for display is not an instruction read: no uninitialised-read or race
+        check runs and the tile's lifetime is not extended; never-written elements show as they
+        are stored (the NaN / 4 sentinel). Source: aws-neuron-sdk nki/guides/nki_simulator.rst
+        ("you can use print() to inspect any intermediate tensor")."""
+        meta = (f"shape={self.shape}, dtype={_dt.name(self.dtype)}, buffer={self.buffer}"
+                + (f", name={self.name!r}" if self.name else ""))
+        try:
+            values = self._peek()
+        except Exception as exc:            # never let a debug print break the kernel
+            return f"NkiTensor(<{exc}>, {meta})"
+        body = np.array2string(values, separator=", ", prefix="NkiTensor(", threshold=1000)
+        return f"NkiTensor({body}, {meta})"
+
+    __str__ = __repr__
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(tile)``: a copy of the current values in the tile's dtype (tfloat32 as
+        float32); like ``print``, not an instruction read (see ``__repr__``).
+        Decision: always a copy, so writing into it cannot bypass the simulator."""
+        a = self._peek()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def _peek(self) -> np.ndarray:
+        """The view's values as a fresh NumPy array, without any access hook or lifetime effect."""
+        if self.oob is not None:
+            raise BoundsError("NkiTensor", self.oob)
+        rec = self.alloc.rec
+        last = rec.last if rec is not None else None
+        a = self.np()
+        if rec is not None:
+            rec.last = last
+        out = np.float32 if self.dtype == _dt.tfloat32 else self.dtype
+        return _dt.from_storage(a, np.dtype(out))
 
     def __bool__(self):
         """Decision: True iff every element is nonzero, so the docs' ``assert nl.equal(c, want)``
@@ -249,6 +306,9 @@ class NkiTensor:
             rec.last = rec.mem.clock
         a = self._np
         if a is None:
+            if self.oob is not None:        # a dynamic offset out of bounds, found when used
+                op, role = _hooks.accessor(self, "r")
+                raise BoundsError(op, f"{role} {self.oob}")
             st = self.storage
             isz = st.itemsize
             strides = tuple([s * isz for s in self.strides])
@@ -260,18 +320,32 @@ class NkiTensor:
         return a
 
     # ---- building views ---------------------------------------------------------------------
-    def _view(self, shape, strides, offset, op):
-        """A new view after checking every element lies inside the storage."""
+    def _view(self, shape, strides, offset, op, dynamic=False):
+        """A new view after checking every element lies inside the storage.
+
+        ``dynamic=True`` (the offset holds a runtime value: ``.ap(scalar_offset=...)``, a dynamic
+        ``select``): an out-of-bounds view is still made, marked ``oob``, and the bounds error is
+        raised by the instruction that uses it -- unless that is a DMA with ``oob_mode=skip``,
+        which skips the transfer ("skip the DMA transfer for a given dynamic address ... when it
+        is out of bound", nisa.dma_copy). Source: aws-neuron-sdk nki/api/nki/isa/__init__.py."""
         shape = tuple(shape)
         if any(n < 0 for n in shape):
             raise ShapeError(op, f"negative dimension in shape {shape}")
+        dynamic = dynamic or self.dynamic       # views of a dynamic view are dynamic too
+        oob = None
         if 0 not in shape:
             lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
             hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
             if lo < 0 or hi >= self.storage.size:
-                raise BoundsError(op, f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
-                                      f"outside its {self.storage.size} elements")
-        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+                oob = (f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
+                       f"outside its {self.storage.size} elements")
+                if not dynamic:
+                    raise BoundsError(op, oob)
+                oob = f"{oob} (dynamic offset {offset}; oob_mode=error)"
+        t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        if dynamic:
+            t.oob, t.dynamic = oob or self.oob, True
+        return t
 
     def _label(self):
         return f"tensor {self.name!r} {self.shape}" if self.name else f"tensor {self.shape}"
@@ -294,9 +368,11 @@ class NkiTensor:
         """Basic indexing: ints, slices (step >= 1), ``nl.ds``, ``...``; missing trailing dims are ``:``.
 
         On SBUF/PSUM an int on dim 0 keeps the partition dim (size 1) and the result is never below
-        2-D; on HBM ints drop their dim (never below 1-D). Decision: negative indices and negative or
-        past-the-end slice bounds raise BoundsError (no NumPy wrap-around, no clipping; the docs
-        show only non-negative indices); ``None``, floats and bools raise BoundsError too.
+        2-D; on HBM ints drop their dim (never below 1-D). Negative indices and slice bounds count
+        from the end as in Python ("Supports integers (select), slices, Ellipsis, negative indices",
+        NkiTensor.__getitem__); anything outside ``-n .. n-1`` (indices) or ``-n .. n`` (slice
+        bounds) raises BoundsError: no wrap-around past the start, no clipping past the end.
+        ``None``, floats and bools raise BoundsError too.
         """
         op = "tensor indexing"
         if type(key) is not tuple:
@@ -311,8 +387,22 @@ class NkiTensor:
         offset = self.offset
         shape, strides, last_dropped = [], [], None
         on_chip = self.alloc.buffer in ON_CHIP
+        oob, dynamic = self.oob, self.dynamic
         for d, (n, s) in enumerate(zip(self.shape, self.strides)):
             k = key[d] if d < len(key) else _ALL
+            if type(k) is DynamicSlice:
+                from .access import dynamic_index
+                start, size = dynamic_index(k.start, op), _index(k.size, op)
+                if size < 1:
+                    raise BoundsError(op, f"nl.ds size {size} on dim {d} of {self._label()} must be >= 1")
+                if (start < 0 or start + size > n) and oob is None:
+                    oob = (f"dynamic slice {start}:{start + size} on dim {d} of {self._label()} is outside "
+                           f"0:{n} (oob_mode=error)")
+                dynamic = True
+                offset += start * s
+                shape.append(size)
+                strides.append(s)
+                continue
             if type(k) is slice:
                 start, stop, step = k.start, k.stop, k.step
                 start = 0 if start is None else (start if type(start) is int else _index(start, op))
@@ -320,6 +410,10 @@ class NkiTensor:
                 step = 1 if step is None else (step if type(step) is int else _index(step, op))
                 if step < 1:
                     raise BoundsError(op, f"slice step {step} on dim {d} of {self._label()} must be >= 1")
+                if start < 0 and start >= -n:       # Python's negative bounds count from the end
+                    start += n
+                if stop < 0 and stop >= -n:
+                    stop += n
                 if start < 0 or stop > n or start > stop:
                     raise BoundsError(op, f"slice {start}:{stop} on dim {d} of {self._label()} is outside 0:{n}")
                 offset += start * s
@@ -331,6 +425,8 @@ class NkiTensor:
                         raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                                    ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
                     k = _index(k, op)
+                if k < 0 and k >= -n:               # Python's negative index counts from the end
+                    k += n
                 if k < 0 or k >= n:
                     raise BoundsError(op, f"index {k} on dim {d} of {self._label()} is outside 0:{n}")
                 offset += k * s
@@ -345,7 +441,10 @@ class NkiTensor:
         elif not shape:
             shape, strides = [1], [1 if last_dropped is None else last_dropped]
         # Every start/stop/index was checked against its dim, so the view stays inside the parent.
-        return NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
+        if dynamic:                         # nl.ds with a runtime start, or a view of a dynamic view
+            t.oob, t.dynamic = oob, True
+        return t
 
     def __setitem__(self, key, value):
         """``t[key] = value``: write a tensor, array or scalar through the view (rounded once).
@@ -379,15 +478,24 @@ class NkiTensor:
         op = "NkiTensor.select"
         d = self._dim(dim, op)
         self._check_not_partition(d, op)
-        if hasattr(index, "shape") or type(index).__name__ == "VirtualRegister":
+        dynamic = hasattr(index, "shape") or type(index).__name__ == "VirtualRegister"
+        if dynamic:
+            self._not_indirect(op, "a dynamic select")
             from .access import dynamic_index
             index = dynamic_index(index, op)
         i = _index(index, op)
-        if not 0 <= i < self.shape[d]:
-            raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]}")
         shape = self.shape[:d] + self.shape[d + 1:]
         strides = self.strides[:d] + self.strides[d + 1:]
-        return self._view(shape, strides, self.offset + i * self.strides[d], op)
+        if not 0 <= i < self.shape[d]:
+            if not dynamic:
+                raise BoundsError(op, f"index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]}")
+            t = NkiTensor(self.alloc, shape, strides, self.offset + i * self.strides[d], self.dtype,
+                          self.storage)      # out of bounds: raised (or skipped) where it is used
+            t.oob = (f"dynamic index {i} on dim {d} of {self._label()} is outside 0:{self.shape[d]} "
+                     f"(oob_mode=error)")
+            t.dynamic = True
+            return t
+        return self._view(shape, strides, self.offset + i * self.strides[d], op, dynamic=dynamic)
 
     def permute(self, dims) -> "NkiTensor":
         """Reorder dims; on-chip tensors keep the partition dim first (``dims[0] == 0``)."""
@@ -486,6 +594,7 @@ class NkiTensor:
             raise DtypeError(op, f"{dtype!r} is not an NKI dtype")
         if new == self.dtype:
             return self
+        self._not_indirect(op, "a dtype reinterpretation")
         if self.storage.dtype.itemsize != self.dtype.itemsize:
             raise UnsupportedError(op, f"reinterpreting {_dt.name(self.dtype)} stored as float32 "
                                        f"(NKI_PRECISE_FP=0) is not possible; run with NKI_PRECISE_FP=1")
@@ -516,7 +625,9 @@ class NkiTensor:
         Decision (docs disagree): ``offset=None`` keeps this view's offset; an explicit offset is
         absolute in the storage. ``.ap()`` ignores this view's shape and strides. On-chip, the first
         step must equal the allocation's elements per partition (no partition striding).
-        ``scalar_offset`` (register or 1x1 int tensor) adds ``value * prod(alloc.shape[d+1:])``.
+        ``scalar_offset`` (register or 1x1 int tensor) adds ``value * strides[indirect_dim]`` of the
+        tensor ``.ap`` is called on (see ``_indirect_step``); the resulting view is bounds-checked
+        when an instruction uses it (``_view(dynamic=True)``: ``oob_mode=skip`` skips a DMA).
         ``vector_offset`` (SBUF int tensor (rows, 1), ``indirect_dim=0``) on an HBM tensor returns an
         ``indirect.IndirectTensor`` for ``nisa.dma_copy`` gather/scatter: row w is base row
         ``vector_offset[w]``, the row step being prod(shape[1:]) of the tensor ``.ap`` is called on
@@ -524,6 +635,8 @@ class NkiTensor:
         tensor handle; the tensor must be contiguous).
         """
         op = "NkiTensor.ap"
+        if scalar_offset is not None or vector_offset is not None:
+            self._not_indirect(op, "a scalar_offset/vector_offset access pattern")
         base = self.view(dtype) if dtype is not None else self
         pairs = [(int(p[0]), int(p[1])) for p in pattern]
         steps = tuple(p[0] for p in pairs)
@@ -534,17 +647,30 @@ class NkiTensor:
                 raise ShapeError(op, "scalar_offset and vector_offset are mutually exclusive")
             from . import indirect
             return indirect.make(base, counts, steps, off, vector_offset, _index(indirect_dim, op), op)
-        if scalar_offset is not None:
-            from .access import dynamic_index
-            value = dynamic_index(scalar_offset, op)
-            d = _index(indirect_dim, op)
-            off += value * math.prod(self.alloc.shape[d + 1:])
         if base.on_chip and len(steps) > 1:
             per_part = math.prod(self.alloc.shape[1:]) * self.alloc.dtype.itemsize // base.dtype.itemsize
             if counts[0] > 1 and steps[0] != per_part:
                 raise ShapeError(op, f"on-chip partition step {steps[0]} must equal the elements per "
                                      f"partition {per_part} of {self._label()} (no partition striding)")
+        if scalar_offset is not None:
+            from .access import dynamic_index
+            value = dynamic_index(scalar_offset, op)
+            off += value * self._indirect_step(_index(indirect_dim, op), base, op)
+            return base._view(counts, steps, off, op, dynamic=True)
         return base._view(counts, steps, off, op)
+
+    def _indirect_step(self, d, base, op) -> int:
+        """The stride of dim ``d`` of this view, in elements of ``base``'s dtype: what one unit of
+        an ``.ap()`` scalar offset moves ("indirect_dim: dimension in self.shape whose stride
+        scales the indirect scalar/vector offset", NkiTensor.ap). Decision: with ``dtype=`` the
+        stride is this view's, converted to the reinterpreted element size (bytes are kept)."""
+        if not 0 <= d < self.ndim:
+            raise ShapeError(op, f"indirect_dim {d} out of range for a {self.ndim}-d tensor {self.shape}")
+        nbytes = self.strides[d] * self.dtype.itemsize
+        if nbytes % base.dtype.itemsize:
+            raise ShapeError(op, f"the stride of dim {d} ({nbytes} bytes) is not a whole number of "
+                                 f"{_dt.name(base.dtype)} elements")
+        return nbytes // base.dtype.itemsize
 
     def get_pattern(self):
         """The view as ``[[stride, count], ...]``, outermost first."""
@@ -572,10 +698,75 @@ class NkiTensor:
         return expect == self.storage.size
 
     def is_indirect(self) -> bool:
-        return False
+        """True for a view with a runtime (dynamic) offset: a dynamic ``select`` or
+        ``.ap(scalar_offset=...)`` (and views of one). Such a view cannot be re-indirected
+        (``_not_indirect``). Source: NkiTensor.is_indirect, nki-language-guide "Querying layout"."""
+        return self.dynamic
 
-    def rearrange(self, *args, **kwargs):
-        raise UnsupportedError("NkiTensor.rearrange", "not supported yet; use reshape_dim/permute/flatten_dims")
+    def _not_indirect(self, op, what) -> None:
+        """"Indirect views cannot be re-indirected" / "only one dynamic select per tensor (no
+        chaining)" / view(dtype) "Not supported after dynamic / vector select" (NkiTensor docs)."""
+        if self.dynamic:
+            raise ShapeError(op, f"{what} of {self._label()}, which is already an indirect (dynamic-offset) "
+                                 f"view; indirect views cannot be re-indirected")
+
+    def vector_select(self, dim, vector_offset):
+        """Per-partition gather view: row ``w`` is row ``vector_offset[w]`` of this HBM tensor
+        (shape ``(vector_offset.shape[0],) + shape[1:]``), for ``nisa.dma_copy`` (same as
+        ``.ap(get_pattern(), vector_offset=..., indirect_dim=0)`` with the row count replaced).
+        Constraints (NkiTensor.vector_select): ``dim`` must be 0; HBM only; one dynamic select per
+        tensor; ``vector_offset`` an SBUF integer tensor ``(num_partitions, 1)``.
+        Raises: ShapeError, MemorySpaceError, DtypeError."""
+        op = "NkiTensor.vector_select"
+        d = self._dim(dim, op)
+        if d != 0:
+            raise ShapeError(op, f"dim must be 0, got {d}")
+        self._not_indirect(op, "a vector_select")
+        rows = vector_offset.shape[0] if isinstance(vector_offset, NkiTensor) else 0
+        from . import indirect
+        return indirect.make(self, (rows,) + self.shape[1:], self.strides, self.offset, vector_offset, 0, op)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
+        """einops-style view: split the grouped dims of ``src_pattern``, reorder to
+        ``dst_pattern``, merge its groups; e.g. ``t.rearrange(('b', ('h', 'w')), ('b', 'w', 'h'),
+        {'h': 4})`` on (128, 24) gives (128, 6, 4). Composed of ``reshape_dim``, ``permute`` and
+        ``flatten_dims``, so their rules hold (on chip the partition dim stays first, merged
+        dims must be contiguous). Source: NkiTensor.rearrange. Raises: ShapeError."""
+        op = "NkiTensor.rearrange"
+        sizes = dict(fixed_sizes or {})
+
+        def names(pattern):
+            out = []
+            for p in pattern:
+                group = (p,) if isinstance(p, str) else tuple(p)
+                if not group or not all(isinstance(n, str) for n in group):
+                    raise ShapeError(op, f"pattern {pattern!r} must hold names or tuples of names")
+                out.append(group)
+            return out
+        src, dst = names(src_pattern), names(dst_pattern)
+        if len(src) != self.ndim:
+            raise ShapeError(op, f"src_pattern {src_pattern!r} has {len(src)} dims, the tensor {self.ndim}")
+        flat_src = [n for g in src for n in g]
+        flat_dst = [n for g in dst for n in g]
+        if len(set(flat_src)) != len(flat_src) or sorted(flat_src) != sorted(flat_dst):
+            raise ShapeError(op, f"dst_pattern {dst_pattern!r} must use each name of src_pattern "
+                                 f"{src_pattern!r} exactly once")
+        t = self
+        for d in reversed(range(len(src))):          # split from the last dim: indices stay valid
+            group = src[d]
+            if len(group) > 1:
+                t = t.reshape_dim(d, tuple(sizes.get(n, -1) for n in group))
+            for n, size in zip(group, t.shape[d:d + len(group)]):
+                sizes[n] = size
+        order = [flat_src.index(n) for n in flat_dst]
+        if order != list(range(len(order))):
+            t = t.permute(tuple(order))
+        pos = 0
+        for group in dst:                             # merge the dst groups, left to right
+            if len(group) > 1:
+                t = t.flatten_dims(pos, pos + len(group) - 1)
+            pos += 1
+        return t
 
     def indirect(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
@@ -607,4 +798,4 @@ def contiguous_view(alloc: Allocation) -> NkiTensor:
     return t
 
 
-__all__ = ["Allocation", "NkiTensor", "contiguous_view"]
+__all__ = ["Allocation", "NkiTensor", "DynamicSlice", "contiguous_view"]
