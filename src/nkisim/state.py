@@ -59,6 +59,7 @@ class CoreState:
     act_acc: Any = None        # ScalarE per-partition fp32 accumulator (np.ndarray (128,))
     vec_acc: Any = None        # VectorE per-partition fp32 accumulator
     serial: int = 0            # allocations made so far (orders allocations against loops)
+    local_count: int = 0       # this core's own allocations so far (their ids: c<core>.<n>)
     loops: list = field(default_factory=list)   # running affine_range scopes (race detection)
     memory: Any = None         # memory.capacity.CoreMemory: live SBUF/PSUM allocations
     extras: dict = field(default_factory=dict)

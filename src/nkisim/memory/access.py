@@ -219,6 +219,9 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
     else:
         alloc = _new_alloc(lay, name, None if buf is shared_hbm else core.core_id, settings, fill, core)
+        if buf is shared_hbm:          # LNC1: the same id the k-th shared allocation has under LNC2
+            alloc.id = f"shared{core.shared_count}"
+            core.shared_count += 1
     t = NkiTensor(alloc, lay.shape, lay.strides, 0)
     t._whole = True
     return t
@@ -289,7 +292,9 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     alloc.pool = pool           # on-chip storage is recycled when the allocation dies
     core.serial += 1
     alloc.serial = core.serial
-    alloc.id = f"c{core.core_id}.{core.serial}"
+    if core_id is not None:     # a shared_hbm allocation is named shared<k> by the caller
+        core.local_count += 1
+        alloc.id = f"c{core_id}.{core.local_count}"
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
     if settings.detect_races:
