@@ -229,6 +229,15 @@ def test_a_misspelt_required_keyword_is_named_before_the_missing_argument():
         nki.simulate(k3)(np.ones((128, 8), np.float32))
 
 
+def test_too_many_positional_arguments_name_the_op_and_the_line():
+    def k(x):
+        t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(t, t, t, nl.add, nisa.engine.vector, None, 3)  # ev:pos
+    with pytest.raises(TypeError, match=re.escape(
+            f"nisa.tensor_tensor() takes 6 positional arguments but 7 were given ({line('pos')})")):
+        nki.simulate(k)(np.ones((128, 8), np.float32))
+
+
 def test_generated_ops_keep_the_documented_signature():
     sig = inspect.signature(nisa.tensor_tensor)
     assert list(sig.parameters) == ["dst", "data1", "data2", "op", "engine", "name"]

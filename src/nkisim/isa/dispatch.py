@@ -137,7 +137,7 @@ def instruction(*, reads: tuple = (), writes: tuple = (), rules: Callable, compu
 def _generate(stub, spec: OpSpec):
     """A function with ``stub``'s exact signature that calls ``run(spec, (args...))``, and
     reports unknown keywords (Python would say only "unexpected keyword argument")."""
-    params, ns, seen_kwonly = [], {"_run": run, "_spec": spec, "_unknown_keywords": _unknown_keywords,
+    params, ns, seen_kwonly = [], {"_run": run, "_spec": spec, "_bad_call": _bad_call,
                                    "_M": _MISSING, "_missing": _missing}, False
     required = []
     for p in spec.signature.parameters.values():
@@ -163,9 +163,12 @@ def _generate(stub, spec: OpSpec):
     spec.required = tuple(spec.index[n] for n in required)
     # A required argument left out is _M: it keys no memo entry (_vk raises _NoKey), so such a
     # call always reaches run(), which names it; the fast lane pays nothing for the check.
+    # extra positional arguments land in _x (Python would say "takes from 0 to N positional
+    # arguments", counting the sentinel-defaulted required ones as optional)
+    params = [("*_x" if p == "*" else p) for p in params] + ([] if "*" in params else ["*_x"])
     src = f"""def {stub.__name__}({', '.join(params)}, **_kw):
-    if _kw:
-        _unknown_keywords(_spec, _kw)
+    if _kw or _x:
+        _bad_call(_spec, _x, _kw)
     _c = _current.get()
     if _c is None or not _c.fast or _c.events is not None or _c.ins is not None or not _spec.memo:
         return _run(_spec, ({args}))
@@ -215,6 +218,16 @@ def _missing(spec: OpSpec, args: tuple):
     listed = ", ".join(repr(n) for n in names)
     raise TypeError(f"{spec.api}() missing {len(names)} required argument{'s' if len(names) > 1 else ''}: "
                     f"{listed} ({kernel_location(2)})")
+
+
+def _bad_call(spec: OpSpec, extra: tuple, kw: dict):
+    """An unknown keyword, or more positional arguments than the op has: TypeError with the
+    kernel's line."""
+    if kw:
+        _unknown_keywords(spec, kw)
+    n = sum(1 for p in spec.signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD)
+    raise TypeError(f"{spec.api}() takes {n} positional arguments but {n + len(extra)} were given "
+                    f"({kernel_location(3)})")
 
 
 def _unknown_keywords(spec: OpSpec, kw: dict):
