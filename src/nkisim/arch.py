@@ -38,6 +38,7 @@ class Target:
     search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
     search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
+    hbm_bytes: int                    # device memory (HBM) of one NeuronDevice, all its cores
     psum_dst_dtypes: tuple = ("float32",)
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
                                   "tfloat32", "float32")
@@ -53,11 +54,11 @@ class Target:
         return self.psum_bank_bytes // 4
 
 
-TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
+TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024, hbm_bytes=32 * 2**30,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False)
-TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
+TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024, hbm_bytes=96 * 2**30,
               sbuf_usable_bytes=212984, lnc_max=2)
-TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
+TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024, hbm_bytes=144 * 2**30,
               sbuf_usable_bytes=245752, lnc_max=2,
               matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,
               psum_dst_dtypes=("float32", "bfloat16"),

@@ -88,11 +88,13 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         shape = tuple(int(s) for s in shape)
     except TypeError:
         raise ShapeError(op, f"shape must be a tuple of ints, got {shape!r}") from None
-    if any(s < 0 for s in shape) or not shape:
+    if any(s < 0 for s in shape) or (not shape and buf in ON_CHIP):     # HBM may be 0-d (a 0-d argument's twin)
         raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
     dt = check_dtype(op, "tensor", dtype, target)
     lay = _Layout(shape, dt, buf, precise)
-    if lay.on_chip:
+    if not lay.on_chip:
+        check_hbm_size(op, f"{buf} tensor {{name}}", lay.n * dt.itemsize, target)
+    else:
         if shape[0] > target.pmax:
             raise ShapeError(op, f"partition dim {shape[0]} of {buf} tensor {{name}} exceeds "
                                  f"{target.pmax} on {target.name}")
@@ -105,6 +107,15 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
             _LAYOUT.clear()
         _LAYOUT[key] = lay
     return lay
+
+
+def check_hbm_size(op: str, what: str, nbytes: int, target) -> None:
+    """CapacityError when one tensor needs more bytes than the NeuronDevice's HBM holds (checked
+    before any host memory is taken, so a huge tensor never ends in NumPy's MemoryError).
+    Source: the architecture guides (trn1 32 GiB, trn2 96 GiB, trn3 144 GiB of device memory)."""
+    if nbytes > target.hbm_bytes:
+        raise CapacityError(op, f"{what} needs {nbytes} bytes, exceeds the {target.hbm_bytes} bytes "
+                                f"({target.hbm_bytes / 2**30:g} GiB) of HBM on {target.name}")
 
 
 def _layout_named(op, shape, dtype, buffer, target, precise, name) -> _Layout:
@@ -214,6 +225,15 @@ _NOT_TAKEN = object()
 _READ_ONLY = object()
 
 
+class NoWrites:
+    """An argument allocation's ``snapshot`` marker: the kernel may read it, and its first write
+    raises MemorySpaceError ending with ``why`` (set by ``runtime.launch``)."""
+    __slots__ = ("why",)
+
+    def __init__(self, why: str):
+        self.why = why
+
+
 def is_in_place(t: NkiTensor) -> bool:
     """True when the tensor's storage is the caller's own array."""
     return t.alloc.snapshot is not None
@@ -250,6 +270,10 @@ def _first_write(t: NkiTensor) -> None:
         op, role = _hooks.accessor(t, "w")
         raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, a read-only "
                                    f"array of the caller; the kernel cannot write it (pass a writeable array)")
+    elif isinstance(alloc.snapshot, NoWrites):
+        op, role = _hooks.accessor(t, "w")
+        raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, "
+                                   f"{alloc.snapshot.why}")
     alloc.written = True
 
 
