@@ -15,6 +15,7 @@ import nkisim
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+from nkisim.errors import FindingsError
 from nkisim.isa import dispatch
 
 
@@ -80,7 +81,8 @@ def _bad_nl_kernel(x):
 def test_findings_all_records_nl_and_nisa_rules_alike(capsys):
     x = np.ones((128, 8), np.float32)
     sim = nki.simulate(_bad_nl_kernel, findings="all")
-    sim(x)                          # runs to the end (issue 11 will make it raise at the end)
+    with pytest.raises(FindingsError):          # runs to the end, then raises one error
+        sim(x)
     ops = [e.op for e in sim.findings]
     assert ops == ["nl.add", "nisa.tensor_tensor"], ops
     assert all("test_dispatch.py:" in e.where for e in sim.findings)

@@ -489,8 +489,8 @@ def _check_result(value, func) -> None:
     if isinstance(value, NkiTensor):
         if value.buffer in ON_CHIP:
             raise MemorySpaceError(
-                "kernel result", f"the kernel returned a {value.buffer} tensor {value.alloc.name or ''}"
-                                 f"{list(value.shape)}; kernels return HBM tensors: store it into an "
+                "kernel result", f"the kernel returned an on-chip tensor {list(value.shape)} in "
+                                 f"{value.buffer}; kernels return HBM tensors: store it into an "
                                  f"nl.ndarray(..., buffer=nl.shared_hbm) and return that", where=_def_site(func))
     elif isinstance(value, (tuple, list)):
         for v in value:
