@@ -11,6 +11,7 @@ import nkisim.nki.language as nl
 from nkisim.checks import races
 from nkisim.errors import RaceError, UninitializedReadError
 from nkisim.memory.buffers import shared_hbm
+from conftest import sbuf_copy
 from nkisim.memory.tensor import Allocation, contiguous_view
 
 
@@ -610,7 +611,7 @@ def test_psum_iadd_reduction_in_affine_range_is_not_a_race_but_a_plain_write_is(
             acc += nl.matmul(nl.load(x[k * 128:(k + 1) * 128, :]), nl.load(y[k * 128:(k + 1) * 128, :]),
                              transpose_x=True)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     np.testing.assert_allclose(racy(reduce)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
 
@@ -622,7 +623,7 @@ def test_psum_iadd_reduction_in_affine_range_is_not_a_race_but_a_plain_write_is(
             else:
                 nisa.memset(dst=acc, value=0.0)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     with pytest.raises(RaceError, match=r"^nisa\.memset: dst writes 512 element\(s\) of psum tensor 'acc'"):
         racy(clobber)(a, b)
@@ -641,7 +642,7 @@ def test_psum_indexed_iadd_is_a_reduction_too():
                                   transpose_x=True)
             acc[:, 0:8] += 1.0
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     want = a.T @ b
     want[:, 0:8] += 2
@@ -663,7 +664,7 @@ def test_psum_iadd_of_a_matmul_then_nc_matmul_accumulates():
             else:
                 nisa.nc_matmul(dst=acc, stationary=at, moving=bt)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     np.testing.assert_allclose(racy(kernel)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(racy(kernel, iteration_order="shuffled", seed=3)(a, b), a.T @ b,

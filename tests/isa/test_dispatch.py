@@ -17,6 +17,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import FindingsError
 from nkisim.isa import dispatch
+from conftest import tile_out
 
 
 SRC = pathlib.Path(nkisim.__file__).parent
@@ -75,7 +76,7 @@ def _bad_nl_kernel(x):
     u = nl.add(t, t[:, 0:3])          # not broadcastable: an nl-level rule
     v = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=v, data1=t, data2=t[:, 0:4], op=nl.add)   # a nisa rule
-    return u
+    return tile_out(u)
 
 
 def test_findings_all_records_nl_and_nisa_rules_alike(capsys):
