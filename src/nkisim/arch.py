@@ -38,7 +38,6 @@ class Target:
     search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
     search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
-    hbm_bytes: int                    # device memory (HBM) of one NeuronDevice, all its cores
     psum_dst_dtypes: tuple = ("float32",)
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
                                   "tfloat32", "float32")
@@ -53,12 +52,22 @@ class Target:
     def psum_bank_fmax(self) -> int:
         return self.psum_bank_bytes // 4
 
+    @property
+    def hbm_bytes(self) -> int:
+        """Device memory (HBM) of one NeuronDevice, shared by all its cores (``HBM_BYTES``)."""
+        return HBM_BYTES[self.name]
 
-TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024, hbm_bytes=32 * 2**30,
+
+# Device memory per NeuronDevice: "2 HBM stacks with a total device memory capacity of 32GiB"
+# (trn1/inf2), 96GiB (trn2), 144 GiB (trn3), from the three architecture guides.
+HBM_BYTES = {"trn1": 32 * 2**30, "trn2": 96 * 2**30, "trn3": 144 * 2**30}
+
+
+TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False)
-TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024, hbm_bytes=96 * 2**30,
+TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
               sbuf_usable_bytes=212984, lnc_max=2)
-TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024, hbm_bytes=144 * 2**30,
+TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
               sbuf_usable_bytes=245752, lnc_max=2,
               matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,
               psum_dst_dtypes=("float32", "bfloat16"),
@@ -80,4 +89,4 @@ def get(name: str) -> Target:
     return TARGETS[name]
 
 
-__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]
+__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "HBM_BYTES", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]

@@ -85,7 +85,23 @@ class BoundsError(NkiError, IndexError):
 
 
 class CapacityError(NkiError, MemoryError):
-    """An allocation does not fit in SBUF or PSUM."""
+    """An allocation does not fit in SBUF, PSUM or the device's HBM."""
+
+
+class KernelArgumentError(NkiError, TypeError):
+    """A kernel was called with an argument of a kind NKI kernels do not take (e.g. a list)."""
+
+
+class FindingsError(NkiError, RuntimeError):
+    """A ``findings="all"`` launch in which rules broke: ``.findings`` holds every recorded NkiError
+    in the order they happened; the message counts them by kind and quotes the first."""
+
+    def __init__(self, op: str, what: str, where: str | None = None, findings=()):
+        self.findings = list(findings)
+        super().__init__(op, what, where)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.what, self.where, self.findings))
 
 
 class RaceError(NkiError, RuntimeError):
@@ -112,28 +128,13 @@ class DeadlockError(NkiError, RuntimeError):
     """LNC cores wait at synchronisation points that can never be met."""
 
 
-class KernelArgumentError(NkiError, TypeError):
-    """A kernel was called with an argument of a kind NKI kernels do not take (e.g. a list)."""
-
-
-class FindingsError(NkiError, RuntimeError):
-    """A ``findings="all"`` launch in which rules broke: ``.findings`` holds every recorded NkiError
-    in the order they happened; the message counts them by kind and quotes the first."""
-
-    def __init__(self, op: str, what: str, where: str | None = None, findings=()):
-        self.findings = list(findings)
-        super().__init__(op, what, where)
-
-    def __reduce__(self):
-        return (type(self), (self.op, self.what, self.where, self.findings))
-
-
 class SimulatorOffError(RuntimeError):
     """A jitted kernel was called for hardware, but there is no Neuron device and the simulator is off."""
 
 
 __all__ = [
     "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
+    "KernelArgumentError", "FindingsError",
     "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
-    "KernelArgumentError", "FindingsError", "SimulatorOffError", "kernel_location",
+    "SimulatorOffError", "kernel_location",
 ]

@@ -92,9 +92,7 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         raise ShapeError(op, f"shape {shape} must have at least one dim, none negative")
     dt = check_dtype(op, "tensor", dtype, target)
     lay = _Layout(shape, dt, buf, precise)
-    if not lay.on_chip:
-        check_hbm_size(op, f"{buf} tensor {{name}}", lay.n * dt.itemsize, target)
-    else:
+    if lay.on_chip:
         if shape[0] > target.pmax:
             raise ShapeError(op, f"partition dim {shape[0]} of {buf} tensor {{name}} exceeds "
                                  f"{target.pmax} on {target.name}")
@@ -102,6 +100,8 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         if lay.per_part > limit:
             raise CapacityError(op, f"{buf} tensor {{name}} needs {lay.per_part} bytes per partition, "
                                     f"exceeds {limit} bytes per partition on {target.name}")
+    if not lay.on_chip:     # an HBM tensor larger than the device's HBM, before any host memory
+        check_hbm_size(op, f"{buf} tensor {{name}}", lay.n * dt.itemsize, target)
     if key is not None:
         if len(_LAYOUT) > 4096:
             _LAYOUT.clear()
