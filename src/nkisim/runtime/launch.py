@@ -183,7 +183,7 @@ def _self_overlapping(a: np.ndarray) -> bool:
     that does not hold the element addresses are compared (arrays up to 2**24 elements; larger
     ones are taken as not overlapping, as torch does when the check is "too hard")."""
     dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n > 1)
-    if not dims:
+    if not dims or a.size == 0:
         return False
     if dims[0][0] == 0:
         return True
@@ -239,7 +239,8 @@ def _alias_plan(arrays: list) -> dict:
     one dtype: each is a view (element strides/offset) of ONE allocation over the union of their
     bytes, so a write through one is seen by the others. Arrays whose bytes overlap in a way that
     cannot be one allocation (different dtypes, strides not a multiple of the item size) keep one
-    allocation each (no plan entry)."""
+    allocation each (no plan entry). Decision: a self-overlapping array (which the kernel may only
+    read) is never part of a span: it keeps its own copy, taken when the kernel starts."""
     items, seen = [], set()
     for i, a in enumerate(arrays):
         if a.size and id(a) not in seen and not _self_overlapping(a):
