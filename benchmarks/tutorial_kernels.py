@@ -7,7 +7,7 @@ output tiles accumulated over K in PSUM:
 - ``tiled_matmul``: per (m, n) tile, DMA one lhsT and one rhs tile per K step (``nisa`` ops).
 - ``hoisted_matmul``: the lhsT column of tiles is DMA'd once per m, the rhs column once per n.
 - ``nl_matmul``: the older ``nki.language`` style: ``nl.zeros(..., buffer=nl.psum)``, ``nl.load``,
-  ``acc += nl.matmul(..., transpose_x=True)``, ``nl.copy``, ``nl.store``.
+  ``acc += nl.matmul(..., transpose_x=True)``, a tensor_copy to SBUF, ``nl.store``.
 
 Shapes: K and M multiples of 128, N a multiple of 512 (the tile sizes come from ``nl.tile_size``).
 """
@@ -83,7 +83,7 @@ def hoisted_matmul(lhsT, rhs):
 
 @nki.jit
 def nl_matmul(lhsT, rhs):
-    """Tiled matmul in the older nki.language style (nl.load / nl.matmul / nl.copy / nl.store)."""
+    """Tiled matmul in the older nki.language style (nl.load / nl.matmul / nl.store)."""
     K, M, N, TK, TM, TN = _tiles(lhsT, rhs)
     out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for mi in nl.affine_range(M // TM):
@@ -93,7 +93,8 @@ def nl_matmul(lhsT, rhs):
                 a_sb = nl.load(lhsT[ki * TK:(ki + 1) * TK, mi * TM:(mi + 1) * TM])
                 b_sb = nl.load(rhs[ki * TK:(ki + 1) * TK, ni * TN:(ni + 1) * TN])
                 acc += nl.matmul(a_sb, b_sb, transpose_x=True)
-            res = nl.copy(acc, dtype=out.dtype)
+            res = nl.ndarray((TM, TN), dtype=out.dtype, buffer=nl.sbuf)   # PSUM -> SBUF: nl.store
+            nisa.tensor_copy(dst=res, src=acc)                              # takes SBUF values
             nl.store(out[mi * TM:(mi + 1) * TM, ni * TN:(ni + 1) * TN], value=res)
     return out
 

@@ -60,6 +60,16 @@ class Target:
     def psum_bank_fmax(self) -> int:
         return self.psum_bank_bytes // 4
 
+    @property
+    def hbm_bytes(self) -> int:
+        """Device memory (HBM) of one NeuronDevice, shared by all its cores (``HBM_BYTES``)."""
+        return HBM_BYTES[self.name]
+
+
+# Device memory per NeuronDevice: "2 HBM stacks with a total device memory capacity of 32GiB"
+# (trn1/inf2), 96GiB (trn2), 144 GiB (trn3), from the three architecture guides.
+HBM_BYTES = {"trn1": 32 * 2**30, "trn2": 96 * 2**30, "trn3": 144 * 2**30}
+
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,
@@ -88,4 +98,4 @@ def get(name: str) -> Target:
     return TARGETS[name]
 
 
-__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]
+__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "HBM_BYTES", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]

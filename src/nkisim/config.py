@@ -125,8 +125,8 @@ def _positive_int(var: str, value: str) -> int:
 
 def _findings(var: str, value: str) -> str:
     v = value.lower()
-    if v not in ("first", "all"):
-        raise ValueError(f"{var}: expected first or all, got {value!r}")
+    if v not in ("first", "all", "warn"):
+        raise ValueError(f"{var}: expected first, all or warn, got {value!r}")
     return v
 
 
@@ -171,9 +171,10 @@ class Settings:
     seed: int = _knob(
         0, "the seed of the shuffled order, a non-negative integer (default 0)",
         env=("NKISIM_SEED",), parse=_seed)
-    findings: Literal["first", "all"] = _knob(
-        "first", "`all`: skip each failing instruction and print every finding grouped by rule "
-                 "(default `first`: stop at the first)",
+    findings: Literal["first", "all", "warn"] = _knob(
+        "first", "`all`: skip each failing instruction, print every finding grouped by rule, then "
+                 "raise one `FindingsError` holding them (`.findings`); `warn`: the same without the "
+                 "error, the kernel returns normally (default `first`: stop at the first)",
         env=("NKISIM_FINDINGS",), parse=_findings)
     fast_paths: bool = _knob(
         True, "0: no rule memo, deferred copies or fills, storage pool, `out=` writes or GC pause "
@@ -211,8 +212,8 @@ class Settings:
         if self.iteration_order not in ("program", "shuffled"):
             raise ValueError(f"Settings.iteration_order must be 'program' or 'shuffled', "
                              f"got {self.iteration_order!r}")
-        if self.findings not in ("first", "all"):
-            raise ValueError(f"Settings.findings must be 'first' or 'all', got {self.findings!r}")
+        if self.findings not in ("first", "all", "warn"):
+            raise ValueError(f"Settings.findings must be 'first', 'all' or 'warn', got {self.findings!r}")
         if self.seed < 0:
             raise ValueError(f"Settings.seed must be >= 0, got {self.seed}")
         if not isinstance(self.max_loop_iterations, int) or self.max_loop_iterations < 1:

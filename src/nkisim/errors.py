@@ -85,7 +85,23 @@ class BoundsError(NkiError, IndexError):
 
 
 class CapacityError(NkiError, MemoryError):
-    """An allocation does not fit in SBUF or PSUM."""
+    """An allocation does not fit in SBUF, PSUM or the device's HBM."""
+
+
+class KernelArgumentError(NkiError, TypeError):
+    """A kernel was called with an argument of a kind NKI kernels do not take (e.g. a list)."""
+
+
+class FindingsError(NkiError, RuntimeError):
+    """A ``findings="all"`` launch in which rules broke: ``.findings`` holds every recorded NkiError
+    in the order they happened; the message counts them by kind and quotes the first."""
+
+    def __init__(self, op: str, what: str, where: str | None = None, findings=()):
+        self.findings = list(findings)
+        super().__init__(op, what, where)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.what, self.where, self.findings))
 
 
 class RaceError(NkiError, RuntimeError):
@@ -124,6 +140,7 @@ class SimulatorOffError(RuntimeError):
 
 __all__ = [
     "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
+    "KernelArgumentError", "FindingsError",
     "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
     "LoopLimitError", "SimulatorOffError", "kernel_location",
 ]

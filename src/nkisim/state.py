@@ -42,8 +42,8 @@ class LaunchState:
                 c[fast_path] += 1
 
     def record(self, error) -> bool:
-        """Keep ``error`` and go on (True) when findings="all"; False means raise it."""
-        if self.settings.findings != "all":
+        """Keep ``error`` and go on (True) when findings="all" or "warn"; False means raise it."""
+        if self.settings.findings == "first":
             return False
         with self.lock:
             self.findings.append(error)

@@ -11,6 +11,7 @@ import nkisim.nki.language as nl
 from nkisim.checks import races
 from nkisim.errors import RaceError, UninitializedReadError
 from nkisim.memory.buffers import shared_hbm
+from conftest import sbuf_copy
 from nkisim.memory.tensor import Allocation, contiguous_view
 
 
@@ -627,7 +628,7 @@ def test_psum_iadd_reduction_and_a_reset_in_affine_range_are_not_races():
             acc += nl.matmul(nl.load(x[k * 128:(k + 1) * 128, :]), nl.load(y[k * 128:(k + 1) * 128, :]),
                              transpose_x=True)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     np.testing.assert_allclose(racy(reduce)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
 
@@ -639,7 +640,7 @@ def test_psum_iadd_reduction_and_a_reset_in_affine_range_are_not_races():
             else:
                 nisa.memset(dst=acc, value=0.0)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     np.testing.assert_array_equal(racy(clobber)(a, b), np.zeros((16, 32), np.float32))
 
@@ -657,7 +658,7 @@ def test_psum_indexed_iadd_is_a_reduction_too():
                                   transpose_x=True)
             acc[:, 0:8] += 1.0
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     want = a.T @ b
     want[:, 0:8] += 2
@@ -679,7 +680,7 @@ def test_psum_iadd_of_a_matmul_then_nc_matmul_accumulates():
             else:
                 nisa.nc_matmul(dst=acc, stationary=at, moving=bt)
         out = nl.ndarray((16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     np.testing.assert_allclose(racy(kernel)(a, b), a.T @ b, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(racy(kernel, iteration_order="shuffled", seed=3)(a, b), a.T @ b,

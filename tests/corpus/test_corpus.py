@@ -19,7 +19,7 @@ import pytest
 import invalid_kernels as bad
 import valid_kernels as good
 import nkisim.nki as nki
-from nkisim.errors import (BoundsError, CapacityError, DeadlockError, DtypeError, EngineError,
+from nkisim.errors import (BoundsError, CapacityError, DeadlockError, DtypeError, EngineError, FindingsError,
                            MemorySpaceError, NkiError, ArgumentError, RaceError, ShapeError, UninitializedReadError,
                            UnsupportedError)
 
@@ -347,6 +347,8 @@ def test_findings_all_reports_the_same_error(case, capsys):
     try:
         sim(*case.inputs())
         found = sim.findings
+    except FindingsError as exc:
+        found = exc.findings
     except NkiError as exc:
         found = [exc]
     assert found and all(type(e) is case.error for e in found), found

@@ -10,7 +10,7 @@ import pytest
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import ps, sb
 from _events import line, record, roles
 
@@ -23,7 +23,7 @@ def act(x, op, dst_dtype=np.float32, target="trn2", **kw):
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.sbuf)
         nisa.activation(d, op, sb(x), **kw)
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target=target)
 
 
@@ -76,7 +76,7 @@ def test_activation_scale_bias_bf16_rounds_once(rng):
     def kernel(x, s, b):
         d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.activation(dst=d, op=nl.exp, data=sb(x), bias=ps(b), scale=sb(s))
-        return d
+        return tile_out(d)
     want = np.exp(x.astype(np.float32) * s + b).astype(BF16)
     got = simulate(kernel, x, s, b, target="trn2")
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
@@ -102,7 +102,7 @@ def test_activation_bias_tensor_on_trn1(rng):
     def kernel(x, b):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
         nisa.activation(d, nl.relu, ps(x), bias=sb(b))
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, x, b, target="trn1"), np.maximum(x + b, 0))
 
 
@@ -117,7 +117,7 @@ def test_activation_reduce_cmds_drive_the_scalar_accumulator(rng):
         nisa.activation(d2, nl.exp, sb(y), reduce_op=nl.add, reduce_res=r[1], reduce_cmd=RC.reduce)
         nisa.activation(d2, nl.exp, sb(y), reduce_res=r[2])                        # idle
         nisa.activation(d2, nl.exp, sb(y), reduce_res=r[3], reduce_cmd=RC.reset)   # reset only
-        return tuple(r)
+        return tile_out(tuple(r))
     r0, r1, r2, r3 = simulate(kernel, x, y)
     sx = np.exp(x).sum(axis=1, dtype=np.float32)      # fp32 values, not the bf16-rounded dst
     sy = np.exp(y).sum(axis=1, dtype=np.float32)
@@ -136,7 +136,7 @@ def test_activation_reduce_res_aliasing_dst_keeps_the_reduction(rng):
                         reduce_cmd=RC.reset_reduce)
         col = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(col, nl.square, sb(x)[:, 0:1], reduce_res=col, reduce_cmd=RC.reduce)
-        return d, col
+        return tile_out(d, col)
     d, col = simulate(kernel, x)
     total = np.square(x).sum(axis=1, dtype=np.float32)
     np.testing.assert_array_equal(d[:, :4], np.square(x[:, :4]))
@@ -190,7 +190,7 @@ def _scale_bias_kernel(scale_dtype, bias_dtype):
     def kernel(x, s, b):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(d, nl.copy, sb(x), bias=sb(b, bias_dtype), scale=sb(s, scale_dtype))
-        return d
+        return tile_out(d)
     return kernel
 
 
@@ -238,7 +238,7 @@ def _act_reduce(x, op, reduce_op, target="trn2", **kw):
         # Leave garbage in the accumulator: activation_reduce must reset it first.
         nisa.activation(d, nl.exp, sb(x), reduce_cmd=RC.reset_reduce)
         nisa.activation_reduce(d, op, sb(x), reduce_op, r, **kw)
-        return d, r
+        return tile_out(d, r)
     return simulate(kernel, x, target=target)
 
 
@@ -305,7 +305,7 @@ def test_activation_event(rng, fast):
         r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(d, nl.exp, sb(x), bias=sb(b), scale=0.5, reduce_op=nl.add,  # ev:act
                         reduce_res=r, reduce_cmd=RC.reset_reduce)
-        return d, r
+        return tile_out(d, r)
     (d, r), ev = record(kernel, x, b, fast=fast)
     y = np.exp(x * np.float32(0.5) + b.astype(np.float32))
     np.testing.assert_array_equal(d, y.astype(BF16))
@@ -330,7 +330,7 @@ def test_activation_accumulator_is_read_on_every_call(rng):
             r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.activation(d, nl.copy, s, reduce_op=nl.add, reduce_res=r, reduce_cmd=RC.reduce)
             outs.append(r)
-        return tuple(outs)
+        return tile_out(tuple(outs))
     for fast in (True, False):
         out, _ = record(kernel, x, fast=fast)
         total = np.float32(0)
@@ -346,7 +346,7 @@ def test_activation_reduce_event():
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation_reduce(d, nl.copy, sb(x), nl.maximum, r)
-        return r
+        return tile_out(r)
     r, ev = record(kernel, x, target="trn2")
     np.testing.assert_array_equal(r, x.max(axis=1, keepdims=True))
     e = ev[1]

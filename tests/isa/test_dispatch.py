@@ -15,7 +15,9 @@ import nkisim
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+from nkisim.errors import FindingsError
 from nkisim.isa import dispatch
+from conftest import tile_out
 
 
 SRC = pathlib.Path(nkisim.__file__).parent
@@ -74,13 +76,14 @@ def _bad_nl_kernel(x):
     u = nl.add(t, t[:, 0:3])          # not broadcastable: an nl-level rule
     v = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=v, data1=t, data2=t[:, 0:4], op=nl.add)   # a nisa rule
-    return u
+    return tile_out(u)
 
 
 def test_findings_all_records_nl_and_nisa_rules_alike(capsys):
     x = np.ones((128, 8), np.float32)
     sim = nki.simulate(_bad_nl_kernel, findings="all")
-    sim(x)                          # runs to the end (issue 11 will make it raise at the end)
+    with pytest.raises(FindingsError):          # runs to the end, then raises one error
+        sim(x)
     ops = [e.op for e in sim.findings]
     assert ops == ["nl.add", "nisa.tensor_tensor"], ops
     assert all("test_dispatch.py:" in e.where for e in sim.findings)

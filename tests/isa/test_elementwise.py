@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import ps, sb
 from _events import line, record, roles
 
@@ -23,7 +23,7 @@ def run(op, *arrays, dst_dtype=np.float32, dst_shape=None, target="trn2", **kw):
     def kernel(*xs):
         dst = nl.ndarray(dst_shape or xs[0].shape, dtype=dst_dtype, buffer=nl.sbuf)
         op(dst, *[sb(x) for x in xs], **kw)
-        return dst
+        return tile_out(dst)
     return simulate(kernel, *arrays, target=target)
 
 
@@ -145,7 +145,7 @@ def test_tensor_tensor_one_psum_input_is_fine():
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.psum)
         nisa.tensor_tensor(d, ps(x), sb(x), nl.add)
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, a), 2 * a)
 
 
@@ -208,7 +208,7 @@ def test_tensor_scalar_column_operands_broadcast_along_free_dims(rng):
     def kernel(x, s, b):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(d, sb(x), nl.multiply, sb(s), op1=nl.add, operand1=ps(b))
-        return d
+        return tile_out(d)
     want = x * s.reshape(4, 1, 1) + b.reshape(4, 1, 1)
     np.testing.assert_array_equal(simulate(kernel, x, s, b), want)
 
@@ -280,7 +280,7 @@ def test_scalar_tensor_tensor_column_operand0_and_bf16_dst(rng):
         d = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.scalar_tensor_tensor(dst=d, data=sb(x), op0=nl.multiply, operand0=sb(s), op1=nl.add,
                                   operand1=ps(y))
-        return d
+        return tile_out(d)
     want = (x.reshape(8, 8) * s + y).astype(BF16)
     np.testing.assert_array_equal(simulate(kernel, x, y, s).view(np.uint16), want.view(np.uint16))
 
@@ -359,7 +359,7 @@ def test_exponential_scalar_and_column_max_value(rng):
     def kernel(x, m):
         d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.exponential(dst=d, src=sb(x), max_value=sb(m))
-        return d
+        return tile_out(d)
     want = np.exp(x - m).astype(BF16)
     np.testing.assert_array_equal(simulate(kernel, x, m, target="trn3").view(np.uint16), want.view(np.uint16))
 
@@ -374,7 +374,7 @@ def test_exponential_accumulates_across_calls(rng):
         r2 = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.psum)
         nisa.exponential(d1, sb(x), reduce_res=r1, reduce_cmd=nisa.reduce_cmd.reset_reduce)
         nisa.exponential(d2, sb(y), reduce_res=r2, reduce_cmd=nisa.reduce_cmd.reduce)
-        return r1, r2
+        return tile_out(r1, r2)
     r1, r2 = simulate(kernel, x, y, target="trn3")
     s1 = np.exp(x).sum(axis=1, dtype=np.float32)      # fp32 values before the bf16 rounding of dst
     np.testing.assert_allclose(r1[:, 0], s1, rtol=1e-6)
@@ -393,7 +393,7 @@ def test_exponential_load_reduce_and_idle(rng):
         nisa.exponential(d, sb(x), reduce_res=r1, reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=sb(init))
         nisa.exponential(d, sb(x), reduce_res=r2)                       # idle: accumulator untouched
         nisa.exponential(d, sb(x), reduce_res=r3, reduce_cmd=4, reduce_init=-1.0)    # raw int enum
-        return r1, r2, r3
+        return tile_out(r1, r2, r3)
     r1, r2, r3 = simulate(kernel, x, init, target="trn3")
     s = np.exp(x).sum(axis=1, dtype=np.float32)
     np.testing.assert_allclose(r1[:, 0], init[:, 0] + s, rtol=1e-6)
@@ -485,7 +485,7 @@ def test_tensor_tensor_int32_with_a_psum_operand_falls_back_to_vector():
     def kernel(a, b):
         d = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
         nisa.tensor_tensor(d, ps(a), sb(b), nl.add)
-        return d
+        return tile_out(d)
     want = (a.astype(np.float32) + b.astype(np.float32)).astype(np.int32)
     got = simulate(kernel, a, b)
     np.testing.assert_array_equal(got, want)
@@ -587,7 +587,7 @@ def test_tensor_scalar_tensor_operands_must_be_fp32(rng, which):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         o0, o1 = (col(c, dtype), 1.0) if which == "operand0" else (2.0, col(c, dtype))
         nisa.tensor_scalar(d, sb(x, nl.bfloat16), nl.multiply, o0, op1=nl.add, operand1=o1)
-        return d
+        return tile_out(d)
     xb = x.astype(BF16).astype(np.float32)
     want = xb * c + np.float32(1) if which == "operand0" else xb * np.float32(2) + c
     np.testing.assert_array_equal(simulate(kernel, x, c, nl.float32), want)   # bf16 data, fp32 operand
@@ -604,7 +604,7 @@ def test_tensor_scalar_bitvec_operand_tile_may_be_an_integer():
     def kernel(x, m):
         d = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
         nisa.tensor_scalar(d, sb(x), nl.bitwise_and, sb(m))
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, x, m), x & 0xFF)
 
 
@@ -615,7 +615,7 @@ def test_scalar_tensor_tensor_operand0_may_be_any_dtype(rng):
     def kernel(x, y, s):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.scalar_tensor_tensor(d, sb(x), nl.multiply, sb(s, nl.bfloat16), nl.add, sb(y))
-        return d
+        return tile_out(d)
     want = x * s.astype(BF16).astype(np.float32) + y
     np.testing.assert_array_equal(simulate(kernel, x, y, s), want)
 
@@ -632,7 +632,7 @@ def test_exponential_tensor_operands_must_be_fp32(rng, param):
         else:
             nisa.exponential(d, sb(x), reduce_res=r, reduce_cmd=nisa.reduce_cmd.load_reduce,
                              reduce_init=col(m, dtype))
-        return d
+        return tile_out(d)
     got = simulate(kernel, x, m, nl.float32, target="trn3")
     np.testing.assert_array_equal(got, np.exp(x - m) if param == "max_value" else np.exp(x))
     with pytest.raises(DtypeError, match=rf"^nisa\.exponential: {param} dtype float16 must be float32" + LOC):
@@ -658,7 +658,7 @@ def test_tensor_scalar_event(rng, engine, want):
     def kernel(x, c):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(d, sb(x), nl.multiply, sb(c), op1=nl.add, operand1=2.0, engine=engine)  # ev:ts
-        return d
+        return tile_out(d)
     for fast in (True, False):      # fp32 dst: the fast path computes straight into it
         out, ev = record(kernel, x, c, fast=fast, target="trn2")
         np.testing.assert_array_equal(out, x * c + np.float32(2))
@@ -681,7 +681,7 @@ def test_scalar_tensor_tensor_and_reciprocal_events(rng):
         nisa.scalar_tensor_tensor(d, sb(x), nl.multiply, 3.0, nl.add, sb(y))
         r = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(r, sb(y))
-        return d, r
+        return tile_out(d, r)
     (d, r), ev = record(kernel, x, y)
     np.testing.assert_array_equal(d, (x * np.float32(3) + y).astype(BF16))
     np.testing.assert_array_equal(r, np.float32(1) / y)
@@ -707,7 +707,7 @@ def test_exponential_event_and_the_accumulator_across_memoised_calls(rng):
             r = nl.ndarray((3, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.exponential(d, s, max_value=1.0, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
             outs.append(r)
-        return tuple(outs)
+        return tile_out(tuple(outs))
     for fast in (True, False):
         (r0, r1, r2), ev = record(kernel, x, fast=fast, target="trn3")
         s0 = np.exp(x).sum(axis=1, dtype=np.float32)

@@ -11,7 +11,7 @@ import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
@@ -23,7 +23,7 @@ def reduce(x, op, axis, dst_shape, dst_dtype=np.float32, **kw):
     def kernel(x):
         d = nl.ndarray(dst_shape, dtype=dst_dtype, buffer=nl.sbuf)
         nisa.tensor_reduce(d, op, sb(x), axis, **kw)
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target="trn2")
 
 
@@ -138,7 +138,7 @@ def test_tensor_reduce_psum_input():
     def kernel(x):
         d = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.psum)
         nisa.tensor_reduce(dst=d, op=nl.add, data=ps(x), axis=[1], keepdims=True)
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, x), [[3], [12]])
 
 
@@ -148,7 +148,7 @@ def preduce(x, op, dst_dtype=np.float32, dst_p=1):
     def kernel(x):
         d = nl.ndarray((dst_p,) + x.shape[1:], dtype=dst_dtype, buffer=nl.sbuf)
         nisa.tensor_partition_reduce(d, op, sb(x))
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target="trn2")
 
 
@@ -208,7 +208,7 @@ def test_tensor_scalar_reduce_ops(rng, reduce_op, ref):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar_reduce(d, sb(x), nl.subtract, 1.0, reduce_op, r)
-        return d, r
+        return tile_out(d, r)
     d, r = simulate(kernel, x)
     y = x - np.float32(1)
     np.testing.assert_array_equal(d, y)
@@ -230,7 +230,7 @@ def test_tensor_scalar_reduce_chains_load_reduce_and_negate(rng):
         nisa.tensor_scalar_reduce(dst=d, data=sb(x), op0=nl.add, operand0=0.0, reduce_op=nl.add,
                                   reduce_res=r2, reduce_cmd=RC.load_reduce, reduce_init=1.0,
                                   reduce_res_negate=True)
-        return r1, r2
+        return tile_out(r1, r2)
     r1, r2 = simulate(kernel, x, init, c)
     s = (x * c).sum(axis=1)
     np.testing.assert_array_equal(r1[:, 0], init[:, 0] + 2 * s)
@@ -247,7 +247,7 @@ def test_tensor_scalar_reduce_max_resets_to_minus_inf():
         nisa.tensor_scalar_reduce(d, sb(x), nl.abs, None, nl.maximum, r)
         r2 = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar_reduce(d, sb(x), nl.add, 0.0, nl.maximum, r2)
-        return r, r2
+        return tile_out(r, r2)
     r, r2 = simulate(kernel, x)
     assert r[0, 0] == 9 and r2[0, 0] == -3
 
@@ -260,7 +260,7 @@ def test_tensor_scalar_reduce_shares_the_vector_accumulator_with_exponential():
         r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.exponential(d, sb(x), reduce_cmd=RC.reset_reduce)               # acc = 3 (exp(0) * 3)
         nisa.tensor_scalar_reduce(d, sb(x), nl.add, 2.0, nl.add, r, reduce_cmd=RC.reduce)
-        return r
+        return tile_out(r)
     np.testing.assert_array_equal(simulate(kernel, x, target="trn3"), [[9], [9]])
 
 
@@ -302,7 +302,7 @@ def test_tensor_scalar_reduce_tensor_operands_must_be_fp32(rng, which):
         else:
             nisa.tensor_scalar_reduce(d, sb(x), nl.multiply, 2.0, nl.add, r, reduce_cmd=RC.load_reduce,
                                       reduce_init=sb(c, dtype))
-        return r
+        return tile_out(r)
     y = x * c if which == "operand0" else x * np.float32(2)
     want = y.sum(axis=1, keepdims=True) + (c if which == "reduce_init" else 0)
     np.testing.assert_array_equal(simulate(kernel, x, c, nl.float32), want)
@@ -372,7 +372,7 @@ def test_reduce_family_events_match_the_kernel_calls():
         lines.append(_next_line())
         nisa.tensor_scalar_reduce(dst=y, data=t, op0=nl.multiply, operand0=d, reduce_op=nl.add,
                                   reduce_res=acc)
-        return acc
+        return tile_out(acc)
     with nkisim.trace.record() as events:
         simulate(kernel, np.ones((4, 8), np.float32))
     ours = [e for e in events if e.op in ("tensor_reduce", "tensor_partition_reduce", "tensor_scalar_reduce")]

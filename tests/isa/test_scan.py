@@ -10,7 +10,7 @@ import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
@@ -51,7 +51,7 @@ def scan(d0, d1, initial, op0, op1, dst_dtype=np.float32, dst_shape=None, **kw):
     def kernel(d0, d1, *init):
         d = nl.ndarray(dst_shape or d0.shape, dtype=dst_dtype, buffer=nl.sbuf)
         nisa.tensor_tensor_scan(d, sb(d0), sb(d1), sb(init[0]) if init else initial, op0, op1, **kw)
-        return d
+        return tile_out(d)
     return simulate(kernel, *args, target="trn2")
 
 
@@ -95,7 +95,7 @@ def test_scan_one_input_in_psum(rng):
     def kernel(d0, d1):
         d = nl.ndarray(d0.shape, dtype=nl.float32, buffer=nl.psum)
         nisa.tensor_tensor_scan(dst=d, data0=ps(d0), data1=sb(d1), initial=0.0, op0=nl.multiply, op1=nl.add)
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, d0, d1), reference(d0, d1, np.zeros(2, F32), "multiply", "add"))
 
 
@@ -170,7 +170,7 @@ def _scan_kernel(lines):
         d = nl.ndarray((4, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
         lines.append(_next_line())
         nisa.tensor_tensor_scan(dst=d, data0=t, data1=t, initial=init, op0=nl.add, op1=nl.add)
-        return d
+        return tile_out(d)
     return kernel
 
 

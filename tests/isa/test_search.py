@@ -12,7 +12,7 @@ import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, ShapeError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import load
 
 BF16 = ml_dtypes.bfloat16
@@ -294,7 +294,7 @@ def test_search_events_match_the_kernel_calls():
         pos = nl.ndarray((4, 8), dtype=nl.uint32, buffer=nl.sbuf)
         lines.append(_next_line())
         nisa.nc_match_replace8(dst=rep, data=t, vals=top, imm=0.0, dst_idx=pos)
-        return pos
+        return tile_out(pos)
     with nkisim.trace.record() as events:
         simulate(kernel, np.arange(64, dtype=np.float32).reshape(4, 16))
     ours = [e for e in events if e.op in ("max8", "nc_find_index8", "nc_match_replace8")]

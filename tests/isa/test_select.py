@@ -12,7 +12,7 @@ import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import DtypeError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import load
 
 BF16 = ml_dtypes.bfloat16
@@ -384,7 +384,7 @@ def test_select_events_match_the_kernel_calls():
                           bound0=lo, bound1=hi, reduce_cmd=3, reduce_res=acc)
         lines.append(_next_line())
         nisa.select_reduce(dst=d, predicate=pred, on_true=t, on_false=-1.0, reduce_res=acc)
-        return acc
+        return tile_out(acc)
     with nkisim.trace.record() as events:
         simulate(kernel, np.ones((4, 8), np.float32), np.zeros((4, 1), np.float32),
                  np.ones((4, 8), np.uint8))

@@ -10,7 +10,7 @@ import nkisim.trace
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import MemorySpaceError, ShapeError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import ps, sb
 
 BF16 = ml_dtypes.bfloat16
@@ -36,7 +36,7 @@ def bn_stats(x, dst_dtype=np.float32, target="trn2", dst_shape=None):
     def kernel(x):
         d = nl.ndarray(dst_shape or (x.shape[0], 6), dtype=dst_dtype, buffer=nl.sbuf)
         nisa.bn_stats(d, sb(x))
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target=target)
 
 
@@ -88,7 +88,7 @@ def test_bn_stats_psum_io(rng):
     def kernel(x):
         d = nl.ndarray((4, 2, 3), dtype=nl.float32, buffer=nl.psum)
         nisa.bn_stats(dst=d, data=ps(x))
-        return d
+        return tile_out(d)
     np.testing.assert_allclose(simulate(kernel, x).reshape(4, 6), stats_ref(x), **TOL)
 
 
@@ -106,7 +106,7 @@ def mean_var(x, chunk=512, dst_dtype=np.float32):
             nisa.bn_stats(st_[:, 6 * j:6 * j + 6], t[:, j * chunk:min(f, (j + 1) * chunk)])
         d = nl.ndarray((p, 2), dtype=dst_dtype, buffer=nl.sbuf)
         nisa.bn_aggr(d, st_)
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target="trn2")
 
 
@@ -130,7 +130,7 @@ def test_bn_aggr_formula_on_arbitrary_triples():
     def kernel(x):
         d = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.sbuf)
         nisa.bn_aggr(d, sb(x))
-        return d
+        return tile_out(d)
     np.testing.assert_allclose(simulate(kernel, data)[0], [mean, var], **TOL)
 
 
@@ -141,7 +141,7 @@ def test_bn_aggr_zero_counts():
     def kernel(x):
         d = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.sbuf)
         nisa.bn_aggr(d, sb(x))
-        return d
+        return tile_out(d)
     np.testing.assert_array_equal(simulate(kernel, data), [[3, 1], [0, 0]])
 
 
@@ -187,7 +187,7 @@ def test_stats_events_match_the_kernel_calls():
         mv = nl.ndarray((4, 2), dtype=nl.bfloat16, buffer=nl.sbuf)
         lines.append(_next_line())
         nisa.bn_aggr(dst=mv, data=st_)
-        return mv
+        return tile_out(mv)
     with nkisim.trace.record() as events:
         simulate(kernel, np.ones((4, 10), np.float32))
     ours = [e for e in events if e.op in ("bn_stats", "bn_aggr")]

@@ -10,7 +10,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import (BoundsError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                            UnsupportedError)
-from conftest import simulate
+from conftest import sbuf_copy, simulate
 
 BF16 = ml_dtypes.bfloat16
 F32 = np.float32
@@ -25,7 +25,7 @@ def run(fn, *arrays, target="trn2"):
         out = fn(*[nl.load(h) for h in hbm])
         info.update(shape=out.shape, dtype=out.dtype, buffer=out.buffer)
         h = nl.ndarray(out.shape, dtype=out.dtype, buffer=nl.shared_hbm)
-        nl.store(h, value=out)
+        nl.store(h, value=sbuf_copy(out))
         return h
     return simulate(kernel, *arrays, target=target), info
 
@@ -312,16 +312,19 @@ def test_operator_only_token_is_not_callable():
 
 # ---- load / store / transpose / matmul ---------------------------------------------------------
 
-def test_load_casts_and_store_from_psum():
+def test_load_casts_and_store_takes_sbuf_only():
     a = rand((4, 6), seed=23)
 
-    def kernel(x):
+    def kernel(x, stage):
         t = nl.load(x, dtype=nl.bfloat16)
         assert t.buffer is nl.sbuf and t.dtype == np.dtype(BF16)
         out = nl.ndarray((6, 4), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-        nl.store(out, nl.transpose(t))               # Decision: a PSUM value is accepted
+        p = nl.transpose(t)
+        nl.store(out, sbuf_copy(p) if stage else p)     # the docs: a value in SBUF
         return out
-    bits_equal(simulate(kernel, a), a.astype(BF16).T.copy())
+    bits_equal(simulate(kernel, a, True), a.astype(BF16).T.copy())
+    with pytest.raises(MemorySpaceError, match=r"^nl\.store: value is in psum; must be in sbuf" + LOC):
+        simulate(kernel, a, False)
 
 
 def test_load_store_rules():
@@ -405,7 +408,7 @@ def test_matmul_psum_accumulation_idiom():
             result_psum += nl.matmul(xT_sbuf, y_sbuf, transpose_x=True)
         assert result_psum.buffer is nl.psum
         out = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, result_psum)
+        nl.store(out, sbuf_copy(result_psum))
         return out
     np.testing.assert_array_equal(simulate(kernel, xT, y), xT.T @ y)
 
@@ -582,7 +585,7 @@ def test_tensor_stays_hashable_and_comparisons_outside_a_kernel_are_identity():
 
 def test_operator_outside_a_kernel_is_not_supported():
     seen = {}
-    simulate(lambda x: seen.setdefault("t", nl.load(x)), rand((2, 2)))
+    simulate(lambda x: (seen.setdefault("t", nl.load(x)), None)[1], rand((2, 2)))
     with pytest.raises(TypeError, match="unsupported operand"):
         seen["t"] + 1
 
@@ -660,7 +663,7 @@ def test_inplace_add_is_one_fp32_rounding_of_x_plus_y(y_shape, buffer):
         nisa.tensor_copy(dst=t, src=nl.load(x))
         t += nl.load(y)
         out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, t)
+        nl.store(out, sbuf_copy(t))
         return out
     want = (a.astype(np.float64) + b.astype(np.float64)).astype(F32)
     np.testing.assert_array_equal(simulate(kernel, a, b), want)
@@ -675,7 +678,7 @@ def test_inplace_add_onto_unwritten_psum_is_an_uninitialised_read_in_strict_mode
         t = nl.load(x)
         acc += nl.matmul(t, t, transpose_x=True)
         out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, acc)
+        nl.store(out, sbuf_copy(acc))
         return out
     with pytest.raises(UninitializedReadError, match=r"^nl\.add \(in place\): x reads 16 never-written "
                                                      r"element\(s\) of psum tensor 'acc'"):

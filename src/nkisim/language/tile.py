@@ -358,18 +358,19 @@ def rsqrt(x, dtype=None):
 
 # ---- data movement -----------------------------------------------------------------------------
 
-@_nl("nl.load", lambda src, dtype=None: (src.shape, _out_dtype(dtype, src.dtype), sbuf))
+@_nl("nl.load", lambda src, dtype=None: (src.shape or (1,), _out_dtype(dtype, src.dtype), sbuf))
 def load(src, dtype=None):
     """A new SBUF tile holding ``src`` (HBM), via nisa.dma_copy; cast via fp32 when ``dtype`` differs.
 
-    Shapes: the tile has src's shape; dim 0 becomes the partition dim (<= pmax).
+    Shapes: the tile has src's shape; dim 0 becomes the partition dim (<= pmax). Decision: a 0-d
+    ``src`` (a 0-d kernel argument) loads as a (1,) tile: one partition, one element.
     Raises: MemorySpaceError (src not in HBM), ShapeError, DtypeError, CapacityError.
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (load).
     """
     op = "nl.load"
     rules.tensor(op, "src", src)
     rules.on_chip(op, "src", src, HBM)
-    dst = _new(src.shape, _out_dtype(dtype, src.dtype), op)
+    dst = _new(src.shape or (1,), _out_dtype(dtype, src.dtype), op)
     _dma_copy(dst=dst, src=src)
     return dst
 
@@ -378,20 +379,19 @@ def load(src, dtype=None):
 def store(dst, value):
     """dst (HBM) = value, via nisa.dma_copy; returns None.
 
-    Shapes: equal element counts. Decision: a PSUM ``value`` is accepted and first copied to a
-    temporary SBUF tile with nisa.tensor_copy (Beta 1 behaviour; the 0.6 docs name only SBUF); an
-    HBM ``value`` or a scalar raises.
+    Shapes: equal element counts. ``value`` must be an SBUF tile: the docs store "from on-chip
+    memory (SBUF)" ("value: an SBUF tile"), and data cannot move from PSUM to HBM directly (copy a
+    PSUM tile to SBUF first, e.g. with nl.copy or nisa.tensor_copy); a PSUM or HBM ``value`` or a
+    scalar raises MemorySpaceError.
     Raises: MemorySpaceError, ShapeError.
-    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (store).
+    Source: aws-neuron-sdk nki/api/nki/language/__init__.py (store);
+    nki/guides/tutorials/kernel-optimization.rst ("you cannot move data directly from PSUM to HBM").
     """
     op = "nl.store"
     rules.tensor(op, "dst", dst)
     rules.on_chip(op, "dst", dst, HBM)
     _tile(op, "value", value)
-    if value.buffer is psum:
-        tmp = _new(value.shape, value.dtype, op)
-        _tensor_copy(dst=tmp, src=value)
-        value = tmp
+    rules.sbuf_only(op, "value", value)
     _dma_copy(dst=dst, src=value)
 
 

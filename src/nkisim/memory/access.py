@@ -17,7 +17,7 @@ from .. import state
 from ..errors import (ArgumentError, CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                       UnsupportedError, kernel_location)
 from . import hooks as _hooks
-from .buffers import HBM, ON_CHIP, MemoryRegion, as_buffer, psum, shared_hbm
+from .buffers import ON_CHIP, MemoryRegion, as_buffer, psum, shared_hbm
 from .capacity import CoreMemory, staggered
 from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
 
@@ -84,7 +84,9 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         key = None
     buf = _creation_buffer(op, buffer)
     shape = _int_shape(op, shape)
-    if any(s < 1 for s in shape) or not shape:     # NkiTensor: "shape: tuple of positive integers"
+    # NkiTensor: "shape: tuple of positive integers"; Decision: an HBM tensor may be 0-d (the
+    # twin of a 0-d argument)
+    if any(s < 1 for s in shape) or (not shape and buf in ON_CHIP):
         raise ShapeError(op, f"shape {shape} must have at least one dim, each a positive integer")
     dt = check_dtype(op, "tensor", dtype, target)
     lay = _Layout(shape, dt, buf, precise)
@@ -96,6 +98,8 @@ def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
         if lay.per_part > limit:
             raise CapacityError(op, f"{buf} tensor {{name}} needs {lay.per_part} bytes per partition, "
                                     f"exceeds {limit} bytes per partition on {target.name}")
+    if not lay.on_chip:     # an HBM tensor larger than the device's HBM, before any host memory
+        check_hbm_size(op, f"{buf} tensor {{name}}", lay.n * dt.itemsize, target)
     if key is not None:
         if len(_LAYOUT) > 4096:
             _LAYOUT.clear()
@@ -150,6 +154,15 @@ def _plain_key(shape, buffer) -> bool:
                 return False
         return True
     return type(shape) is int
+
+
+def check_hbm_size(op: str, what: str, nbytes: int, target) -> None:
+    """CapacityError when one tensor needs more bytes than the NeuronDevice's HBM holds (checked
+    before any host memory is taken, so a huge tensor never ends in NumPy's MemoryError).
+    Source: the architecture guides (trn1 32 GiB, trn2 96 GiB, trn3 144 GiB of device memory)."""
+    if nbytes > target.hbm_bytes:
+        raise CapacityError(op, f"{what} needs {nbytes} bytes, exceeds the {target.hbm_bytes} bytes "
+                                f"({target.hbm_bytes / 2**30:g} GiB) of HBM on {target.name}")
 
 
 def _layout_named(op, shape, dtype, buffer, target, precise, name) -> _Layout:
@@ -329,6 +342,15 @@ _NOT_TAKEN = object()
 _READ_ONLY = object()
 
 
+class NoWrites:
+    """An argument allocation's ``snapshot`` marker: the kernel may read it, and its first write
+    raises MemorySpaceError ending with ``why`` (set by ``runtime.launch``)."""
+    __slots__ = ("why",)
+
+    def __init__(self, why: str):
+        self.why = why
+
+
 def is_in_place(t: NkiTensor) -> bool:
     """True when the tensor's storage is the caller's own array."""
     return t.alloc.snapshot is not None
@@ -365,6 +387,10 @@ def _first_write(t: NkiTensor) -> None:
         op, role = _hooks.accessor(t, "w")
         raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, a read-only "
                                    f"array of the caller; the kernel cannot write it (pass a writeable array)")
+    elif isinstance(alloc.snapshot, NoWrites):
+        op, role = _hooks.accessor(t, "w")
+        raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, "
+                                   f"{alloc.snapshot.why}")
     alloc.written = True
 
 

@@ -84,7 +84,7 @@ class _Simulated:
     def __init__(self, kernel, overrides):
         self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
         self.overrides = overrides
-        self.findings: list = []        # with findings="all": every NkiError of the last call
+        self.findings: list = []        # with findings="all"/"warn": every NkiError of the last call
         functools.update_wrapper(self, self.kernel.func)
 
     def __getitem__(self, grid):
@@ -105,7 +105,8 @@ def simulate(kernel, **options) -> Callable:
     ``target`` ("trn1"|"trn2"|"trn3"), ``precise_fp``, ``uninitialized_reads``, ``detect_races``,
     ``iteration_order``, ``seed``, ``findings`` ("first": stop at the first broken rule; "all": skip
     each failing instruction, print every finding grouped by rule, keep them in ``.findings`` of
-    the returned callable), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
+    the returned callable, then raise one ``FindingsError`` holding them all; "warn": the same but
+    return normally), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
     results are bit-identical). The options are the knobs of ``config.KNOBS`` that have one; an
     option given is not read from the environment. Unknown options raise TypeError.
     """

@@ -24,9 +24,10 @@ import numpy as np
 from .. import arch, state, trace
 from ..checks import races
 from ..config import Settings
-from ..errors import DeadlockError, NkiError, RaceError, UnsupportedError
+from ..errors import (DeadlockError, FindingsError, KernelArgumentError, MemorySpaceError, NkiError,
+                      RaceError, UnsupportedError)
 from ..memory import access
-from ..memory.buffers import private_hbm, psum, sbuf, shared_hbm
+from ..memory.buffers import ON_CHIP, private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 from .cores import Rendezvous, run_cores
 
@@ -55,6 +56,7 @@ def _collect(value, launch, path, found, converted):
     if isinstance(value, NkiTensor):
         return
     if isinstance(value, np.ndarray):
+        _check_size(value, launch, path)
         found.append(value)
         return
     conv = _adapter(value)
@@ -64,6 +66,7 @@ def _collect(value, launch, path, found, converted):
             to_arr = getattr(conv, "to_kernel_array", None)
             arr = to_arr(value, launch.target, path) if to_arr else conv.to_numpy(value)
             converted[id(value)] = arr
+        _check_size(arr, launch, path)
         found.append(arr)
     elif isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
         for i, v in enumerate(value):
@@ -71,6 +74,95 @@ def _collect(value, launch, path, found, converted):
     elif isinstance(value, dict):
         for k, v in value.items():
             _collect(v, launch, f"{path}[{k!r}]", found, converted)
+
+
+def _check_size(a: np.ndarray, launch, path: str) -> None:
+    """An argument larger than the target's HBM raises CapacityError before it is copied (a
+    stride-0 view of a few bytes may stand for terabytes)."""
+    if a.size * a.itemsize > launch.target.hbm_bytes:
+        access.check_hbm_size("kernel argument", _arg_name(path, launch.param_names), a.size * a.itemsize,
+                              launch.target)
+
+
+def _arg_name(path: str, names: tuple) -> str:
+    """``argument 'x'`` (``argument 'weights[1]'``) for an argument's path, by parameter name."""
+    return f"argument {_arg_id(path, names)[len('arg:'):]!r}"
+
+
+def _find_list(value, path: str):
+    """The path of the first list (in ``value``, through tuples and dicts) that holds no array."""
+    if isinstance(value, list):
+        return None if _holds_array(value) else path
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        items = enumerate(value)
+    elif isinstance(value, dict):
+        items = ((repr(k), v) for k, v in value.items())
+    else:
+        return None
+    for k, v in items:
+        hit = _find_list(v, f"{path}[{k}]")
+        if hit is not None:
+            return hit
+    return None
+
+
+def _holds_array(value) -> bool:
+    if isinstance(value, (np.ndarray, NkiTensor)) or _adapter(value) is not None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_array(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_array(v) for v in value.values())
+    return False
+
+
+def _reject_lists(args: tuple, kwargs: dict, names: tuple) -> None:
+    """KernelArgumentError (a TypeError) for a list argument of numbers or other Python values.
+
+    Source: aws-neuron-sdk nki/migration/index.rst ("Replace list kernel arguments with tuples":
+    the NKI 0.3.0 compiler does not support ``list`` as a kernel argument type).
+    Decision: a list that holds arrays (or tensors) is still accepted and bound like a tuple, as
+    kernels written for earlier NKI releases pass lists of tensors; only lists without any array
+    (``stride=[1, 1]``) are rejected, naming the kernel parameter they were passed as."""
+    for key, v in [*enumerate(args), *((repr(k), v) for k, v in kwargs.items())]:
+        hit = _find_list(v, f"argument {key}")
+        if hit is not None:
+            name = _arg_name(hit, names)
+            raise KernelArgumentError("kernel argument", f"{name} is a list; NKI kernels do not take list "
+                                                         f"arguments: pass a tuple instead")
+
+
+def _self_overlapping(a: np.ndarray) -> bool:
+    """True when two elements of ``a`` share memory: a stride-0 dimension of size > 1
+    (``np.broadcast_to``, torch ``expand``) or overlapping ``as_strided`` windows.
+    Exact: dims sorted by stride, each must step past everything the smaller ones span; when
+    that does not hold the element addresses are compared (arrays up to 2**24 elements; larger
+    ones are taken as not overlapping, as torch does when the check is "too hard")."""
+    dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n > 1)
+    if not dims or a.size == 0:
+        return False
+    if dims[0][0] == 0:
+        return True
+    span = a.itemsize
+    for st, n in dims:
+        if st < span:
+            break
+        span += st * (n - 1)
+    else:
+        return False
+    if a.size > 2 ** 24:
+        return False
+    offsets = np.zeros(1, np.int64)
+    for st, n in dims:
+        offsets = (offsets[:, None] + st * np.arange(n, dtype=np.int64)).ravel()
+    offsets.sort()
+    return bool((np.diff(offsets) < a.itemsize).any())
+
+
+_OVERLAP_WHY = ("a view whose elements overlap in memory (a stride-0 or overlapping view such as "
+                "np.broadcast_to, as_strided or torch expand): more than one element of the written-to "
+                "tensor refers to a single memory location; the kernel cannot write it (pass a copy: "
+                ".copy() / .clone())")
 
 
 def _extent(a: np.ndarray) -> tuple:
@@ -103,10 +195,11 @@ def _alias_plan(arrays: list) -> dict:
     one dtype: each is a view (element strides/offset) of ONE allocation over the union of their
     bytes, so a write through one is seen by the others. Arrays whose bytes overlap in a way that
     cannot be one allocation (different dtypes, strides not a multiple of the item size) keep one
-    allocation each (no plan entry)."""
+    allocation each (no plan entry). Decision: a self-overlapping array (which the kernel may only
+    read) is never part of a span: it keeps its own copy, taken when the kernel starts."""
     items, seen = [], set()
     for i, a in enumerate(arrays):
-        if a.size and id(a) not in seen:
+        if a.size and id(a) not in seen and not _self_overlapping(a):
             seen.add(id(a))
             items.append((i, a, *_extent(a)))
     if len(items) < 2:
@@ -141,13 +234,21 @@ def _alias_plan(arrays: list) -> dict:
             low, shape=((hi - lo) // isz,), strides=(isz,),
             writeable=all(a.flags.writeable for a in members)))
         for a in members:
-            plan[id(a)] = ("span", span, a.shape or (1,), tuple(s // isz for s in a.strides) or (1,),
+            plan[id(a)] = ("span", span, a.shape, tuple(s // isz for s in a.strides),
                            (_view_key(a)[0] - lo) // isz)
     return plan
 
 
 def _wrap(arr, launch, path, buffer):
+    """The HBM tensor of one caller array. Decision: a 0-d array is a 0-d HBM tensor (shape (), as
+    NumPy and torch give it; reshape it to (1, 1) to load it), so outputs made with its shape and
+    the argument itself come back 0-d. A self-overlapping array may be read; its first write
+    raises MemorySpaceError, as torch rejects in-place writes to expanded tensors."""
     t = access.wrap_array(arr, buffer, path, launch.settings.precise_fp, launch.target)
+    if arr.ndim == 0:
+        t = NkiTensor(t.alloc, (), (), 0)
+    if _self_overlapping(arr):
+        t.alloc.snapshot = access.NoWrites(_OVERLAP_WHY)
     if launch.recording is not None:            # ids appear in events only
         t.alloc.id = _arg_id(path, launch.param_names)
     if launch.settings.detect_races:
@@ -155,6 +256,15 @@ def _wrap(arr, launch, path, buffer):
     return t
 
 
+def _names_of(func) -> tuple:
+    """``_param_names(func)``, remembered per function."""
+    try:
+        return _param_names(func)
+    except TypeError:           # an unhashable callable
+        return _param_names.__wrapped__(func)
+
+
+@functools.lru_cache(maxsize=256)
 def _param_names(func) -> tuple:
     """The kernel's positional parameter names (empty when its signature cannot be read)."""
     try:
@@ -304,7 +414,7 @@ def _finish_core(core) -> None:
 
 
 def _report(func, found) -> None:
-    """Print every finding of a findings="all" run, grouped by rule (error class), to stderr."""
+    """Print every finding of a findings="all"/"warn" run, grouped by rule (error class), to stderr."""
     groups: dict = {}
     for e in found:
         groups.setdefault(type(e).__name__, []).append(e)
@@ -313,6 +423,48 @@ def _report(func, found) -> None:
         lines.append(f"  {kind} ({len(errs)}):")
         lines.extend(f"    {e}" for e in errs)
     print("\n".join(lines), file=sys.stderr)
+
+
+def _findings_error(func, found: list) -> FindingsError:
+    """The one error a findings="all" launch with findings raises: every finding in ``.findings``;
+    the message counts them by kind and quotes the first (located at the first's line)."""
+    counts = Counter(type(e).__name__ for e in found)
+    kinds = ", ".join(f"{n} {k}" for k, n in counts.items())
+    first = found[0]
+    return FindingsError("nki.simulate", f"kernel {getattr(func, '__name__', func)} broke {len(found)} "
+                                         f"rule(s) ({kinds}); the first: {first.op}: {first.what}",
+                         where=first.where, findings=found)
+
+
+def _check_result(value, func) -> None:
+    """MemorySpaceError for an SBUF/PSUM tensor among the kernel's results (through tuples, lists
+    and dicts), located at the kernel's ``def``: kernels return HBM tensors.
+    Source: aws-neuron-sdk nki/get-started/about/memory-hierarchy-overview.rst ("the input and
+    output parameters to NKI kernels must be HBM tensor references"; outputs "must be stored back
+    into the HBM from SBUF before the host can access them"). A sub-kernel (a kernel called from a
+    running kernel) is a function call and may return tiles."""
+    if isinstance(value, NkiTensor):
+        if value.buffer in ON_CHIP:
+            raise MemorySpaceError(
+                "kernel result", f"the kernel returned an on-chip tensor {list(value.shape)} in "
+                                 f"{value.buffer}; kernels return HBM tensors: store it into an "
+                                 f"nl.ndarray(..., buffer=nl.shared_hbm) and return that", where=_def_site(func))
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _check_result(v, func)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _check_result(v, func)
+
+
+def _quiet(func):
+    """``func`` run under ``np.errstate(all="ignore")`` (for a core's own thread: NumPy's error
+    state is per thread and a new thread starts from the default)."""
+    @functools.wraps(func)
+    def run_quietly(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return func(*args, **kwargs)
+    return run_quietly
 
 
 def _def_site(func) -> str:
@@ -329,10 +481,17 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     Arrays become HBM tensors (in place where possible, see ``access.wrap_array``); a kernel that
     raises leaves the caller's arrays exactly as they were; after success, its writes to its
     arguments are in the caller's arrays.
-    With ``settings.findings == "all"`` broken rules inside instructions are recorded, not raised;
-    they are printed grouped by rule and appended to ``findings`` (if given).
-    Raises: any NkiError from the kernel; UnsupportedError for an LNC the target lacks (located at
-    the kernel's ``def`` line).
+    With ``settings.findings`` "all" or "warn", broken rules inside instructions are recorded, not
+    raised; at the end they are printed grouped by rule and appended to ``findings`` (if given);
+    then "all" raises one FindingsError holding them all (the caller's arrays restored: a kernel
+    whose rules broke does not look like a success), "warn" returns normally.
+    Decision: NumPy's floating-point warnings (NaN/inf arithmetic, casts) are silenced for the
+    whole launch (``np.errstate(all="ignore")``, entered once per launch and once per LNC2 core
+    thread): NaN and inf are values the hardware computes, not errors of the caller's code.
+    Raises: any NkiError from the kernel; FindingsError (findings="all"); KernelArgumentError for a
+    list argument; CapacityError for an argument larger than the target's HBM; MemorySpaceError
+    for an on-chip result; UnsupportedError for an LNC the target lacks (located at the kernel's
+    ``def`` line).
     """
     settings = settings or Settings.from_env()
     target = arch.get(settings.target)
@@ -342,12 +501,18 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     if lnc > target.lnc_max:
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
                                           f"{target.name} has {target.lnc_max}", where=_def_site(func))
+    with np.errstate(all="ignore"):
+        return _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings)
+
+
+def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings):
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
     launch.recording = trace.active()
-    launch.param_names = _param_names(user_func) if launch.recording is not None else ()
+    launch.param_names = _names_of(user_func)
     if launch.recording is not None:
         launch.fast_counts = Counter()
+    _reject_lists(args, kwargs, launch.param_names)
     buffer = shared_hbm if lnc > 1 else private_hbm
     found: list = []
     converted: dict = {}
@@ -374,20 +539,28 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
                 finally:
                     state.current.reset(token)
             else:
-                result = _run_lnc(func, args, kwargs, launch)
+                result = _run_lnc(_quiet(func), args, kwargs, launch)
+        _check_result(result, user_func)
+        if launch.findings and settings.findings == "all":
+            raise _findings_error(user_func, launch.findings)
     except BaseException as exc:
         _hand_over_events(launch)
         for _, t, _ in reversed(bound):
             access.restore(t)
         if launch.findings:
-            found = launch.findings + ([exc] if isinstance(exc, NkiError) else [])
-            _report(func, found)
+            if isinstance(exc, FindingsError):
+                found = exc.findings
+            else:
+                found = launch.findings + ([exc] if isinstance(exc, NkiError) else [])
+            _report(user_func, found)
             if findings is not None:
                 findings.extend(found)
+            if settings.findings == "all" and isinstance(exc, NkiError) and not isinstance(exc, FindingsError):
+                raise _findings_error(user_func, found) from exc
         raise
     _hand_over_events(launch)
-    if launch.findings:
-        _report(func, launch.findings)
+    if launch.findings:             # findings="warn": reported, and the launch returns normally
+        _report(user_func, launch.findings)
         if findings is not None:
             findings.extend(launch.findings)
 
