@@ -15,7 +15,7 @@ import pytest
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import ArgumentError, DtypeError, UnsupportedError
-from conftest import simulate
+from conftest import simulate, tile_out
 from _tiles import sb
 
 F32 = np.float32
@@ -28,7 +28,7 @@ def act(x, op, target="trn2", **kw):
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(d, op, sb(x), **kw)
-        return d
+        return tile_out(d)
     return simulate(kernel, x, target=target)
 
 
@@ -165,7 +165,7 @@ def _run(body, *arrays, target="trn2", dst_dtype=None):
     def kernel(*hbm):
         d = nl.ndarray(hbm[0].shape, dtype=dst_dtype or hbm[0].dtype, buffer=nl.sbuf)
         body(d, *[sb(h) for h in hbm])
-        return d
+        return tile_out(d)
     return simulate(kernel, *arrays, target=target)
 
 

@@ -16,7 +16,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim.errors import UnsupportedError
 from nkisim.language import tile as _tile
-from conftest import simulate
+from conftest import sbuf_copy, simulate
 
 F32, BF16, I32 = np.float32, ml_dtypes.bfloat16, np.int32
 LOC = r" \(test_nl_docs\.py:\d+\)$"
@@ -32,7 +32,7 @@ def run(fn, *arrays, target="trn3"):
         out = fn(*[nl.load(h) for h in hbm])
         info.update(buffer=out.buffer, dtype=np.dtype(out.dtype))
         h = nl.ndarray(out.shape, dtype=out.dtype, buffer=nl.shared_hbm)
-        nl.store(h, value=out)
+        nl.store(h, value=sbuf_copy(out))
         return h
     got = simulate(kernel, *arrays, target=target)
     return got, info["buffer"], info["dtype"]
