@@ -352,7 +352,7 @@ def _in_place_output(x):
     (_same_rows_store, 512, "shared_hbm"),
     (_overlapping_column_tiles, 256, "shared_hbm"),
     (_scratch_hbm, 128, "private_hbm"),
-    (_in_place_output, 1024, "private_hbm"),
+    (_in_place_output, 1024, "shared_hbm"),
 ])
 def test_iterations_overwriting_unread_hbm_results_race(kernel, n, buf):
     x = np.random.default_rng(8).standard_normal((3, 128, 8)).astype(np.float32)

@@ -181,7 +181,7 @@ def test_activation_data_in_hbm_rejected():
     def kernel(x):
         d = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(d, nl.exp, x)
-    with pytest.raises(MemorySpaceError, match=r"^nisa\.activation: data is in private_hbm \(HBM\); must be "
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.activation: data is in shared_hbm \(HBM\); must be "
                                                r"in psum or sbuf" + LOC):
         simulate(kernel, x)
 

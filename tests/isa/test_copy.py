@@ -102,7 +102,7 @@ def test_tensor_copy_hbm_source_rejected():
     def kernel(x):
         d = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=d, src=x)
-    with pytest.raises(MemorySpaceError, match=err("tensor_copy", "src is in private_hbm (HBM); must be in psum "
+    with pytest.raises(MemorySpaceError, match=err("tensor_copy", "src is in shared_hbm (HBM); must be in psum "
                                                                  "or sbuf")):
         simulate(kernel, np.zeros((2, 2), np.float32), target="trn2")
 

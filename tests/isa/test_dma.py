@@ -327,7 +327,7 @@ def test_dma_copy_events_are_dma_with_options_and_the_same_in_both_modes(rng):
         np.testing.assert_array_equal(out, x.astype(BF16))
         load, store = ev
         assert (load.op, load.api, load.engine) == ("dma_copy", "nisa.dma_copy", "dma")
-        assert roles(load.reads) == [("src", "private_hbm", (4, 8), "float32", 128)]
+        assert roles(load.reads) == [("src", "shared_hbm", (4, 8), "float32", 128)]
         assert roles(load.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64)]
         assert load.options == {"priority": None, "oob_mode": "error", "dge_mode": "unknown",
                                 "engine": "unknown"}
@@ -386,7 +386,7 @@ def test_indirect_gather_event_notes_the_rows_copied(rng, fast):
     assert (g.op, g.engine, g.location) == ("dma_copy", "dma", line(__file__, "gather"))
     assert g.options["indirect"] is True and g.options["rows"] == 3 and g.options["oob_mode"] == "skip"
     # the gathered elements (the access pattern's shape) and the index tile the rows came from
-    assert roles(g.reads) == [("src", "private_hbm", (5, 6), "float32", 120),
+    assert roles(g.reads) == [("src", "shared_hbm", (5, 6), "float32", 120),
                               ("src.index", "sbuf", (5, 1), "int32", 20)]
     assert g.reads[0].alloc == "arg:table" and g.reads[0].contiguous_bytes == 24   # one row
     assert roles(g.writes) == [("dst", "sbuf", (5, 6), "float32", 120)]
@@ -401,7 +401,7 @@ def test_indirect_scatter_event_names_the_scattered_elements_and_the_index(rng):
     np.testing.assert_array_equal(out, want)
     s = ev[-1]
     assert s.location == line(__file__, "scatter") and s.options["rows"] == 2
-    assert roles(s.writes) == [("dst", "private_hbm", (2, 4), "float32", 32)]
+    assert roles(s.writes) == [("dst", "shared_hbm", (2, 4), "float32", 32)]
     assert s.writes[0].alloc == "arg:table"
     assert roles(s.reads) == [("src", "sbuf", (2, 4), "float32", 32),
                               ("dst.index", "sbuf", (2, 1), "int32", 8)]
@@ -452,5 +452,5 @@ def test_dma_transpose_event(rng):
         e = ev[0]
         assert (e.op, e.engine, e.options["axes"], e.options["dge_mode"]) == ("dma_transpose", "dma", None,
                                                                                "unknown")
-        assert roles(e.reads) == [("src", "private_hbm", (4, 8), "bfloat16", 64)]
+        assert roles(e.reads) == [("src", "shared_hbm", (4, 8), "bfloat16", 64)]
         assert roles(e.writes) == [("dst", "sbuf", (8, 4), "bfloat16", 64)]

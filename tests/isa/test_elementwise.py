@@ -156,7 +156,7 @@ def test_tensor_tensor_hbm_operand_rejected():
         d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_tensor(d, x, sb(x), nl.add)
         return d
-    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 is in private_hbm \(HBM\); "
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.tensor_tensor: data1 is in shared_hbm \(HBM\); "
                                                r"must be in psum or sbuf" + LOC):
         simulate(kernel, a)
 

@@ -210,7 +210,7 @@ def test_operands_in_wrong_buffers():
     z = np.zeros((4, 4), np.float32)
     with pytest.raises(MemorySpaceError, match=err("stationary is in psum; must be in sbuf")):
         simulate(kernel, z, z, "stationary", target="trn2")
-    with pytest.raises(MemorySpaceError, match=err("moving is in private_hbm (HBM); must be in sbuf")):
+    with pytest.raises(MemorySpaceError, match=err("moving is in shared_hbm (HBM); must be in sbuf")):
         simulate(kernel, z, z, "moving", target="trn2")
     with pytest.raises(MemorySpaceError, match=err("dst is in sbuf; must be in psum")):
         simulate(kernel, z, z, "dst", target="trn2")

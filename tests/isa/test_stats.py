@@ -160,7 +160,7 @@ def test_bn_aggr_hbm_rejected():
     def kernel(x):
         d = nl.ndarray((2, 2), dtype=nl.float32, buffer=nl.sbuf)
         nisa.bn_aggr(d, x)
-    with pytest.raises(MemorySpaceError, match=r"^nisa\.bn_aggr: data is in private_hbm \(HBM\); must be in psum or "
+    with pytest.raises(MemorySpaceError, match=r"^nisa\.bn_aggr: data is in shared_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(kernel, np.ones((2, 6), np.float32))
 

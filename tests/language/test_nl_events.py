@@ -87,9 +87,9 @@ def test_nl_kernel_every_event():
     first copies it to SBUF (a nisa.tensor_copy: nl.store takes SBUF values)."""
     _, events = recorded(nl_kernel, *nl_inputs())
     assert [summary(e) for e in events] == [
-        ("dma_copy", "nl.load", "dma", [("src", "private_hbm", (4, 8), "float32")],
+        ("dma_copy", "nl.load", "dma", [("src", "shared_hbm", (4, 8), "float32")],
          [("dst", "sbuf", (4, 8), "float32")]),
-        ("dma_copy", "nl.load", "dma", [("src", "private_hbm", (4, 8), "float32")],
+        ("dma_copy", "nl.load", "dma", [("src", "shared_hbm", (4, 8), "float32")],
          [("dst", "sbuf", (4, 8), "float32")]),
         ("tensor_tensor", "nl.add", "vector",
          [("data1", "sbuf", (4, 8), "float32"), ("data2", "sbuf", (4, 8), "float32")],
@@ -97,7 +97,7 @@ def test_nl_kernel_every_event():
         ("tensor_tensor", "nl.multiply", "vector",
          [("data1", "sbuf", (4, 8), "float32"), ("data2", "sbuf", (4, 8), "float32")],
          [("dst", "sbuf", (4, 8), "float32")]),
-        ("dma_copy", "nl.load", "dma", [("src", "private_hbm", (4, 16), "float32")],
+        ("dma_copy", "nl.load", "dma", [("src", "shared_hbm", (4, 16), "float32")],
          [("dst", "sbuf", (4, 16), "float32")]),
         ("nc_matmul", "nl.matmul", "tensor",
          [("stationary", "sbuf", (4, 8), "float32"), ("moving", "sbuf", (4, 16), "float32")],

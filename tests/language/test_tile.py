@@ -203,7 +203,7 @@ def test_binary_both_psum_follows_tensor_tensor_rule():
 def test_hbm_operand_raises():
     def kernel(x):
         nl.exp(x)
-    with pytest.raises(MemorySpaceError, match=r"^nl\.exp: x is in private_hbm \(HBM\); must be in psum or "
+    with pytest.raises(MemorySpaceError, match=r"^nl\.exp: x is in shared_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(kernel, rand((2, 2)))
 
@@ -345,7 +345,7 @@ def test_load_store_rules():
 
     def store_hbm_value(x):
         nl.store(x, x)
-    with pytest.raises(MemorySpaceError, match=r"^nl\.store: value is in private_hbm \(HBM\); must be in psum or "
+    with pytest.raises(MemorySpaceError, match=r"^nl\.store: value is in shared_hbm \(HBM\); must be in psum or "
                                                r"sbuf" + LOC):
         simulate(store_hbm_value, a)
 

@@ -96,7 +96,7 @@ def test_tiled_matmul_events_match_the_kernel(fast):
     f4 = 4
     for k in range(2):
         la, lb, mm = ev[3 * k:3 * k + 3]
-        assert _roles(la.reads) == [("src", "private_hbm", (128, M), "float32", 128 * M * f4)]
+        assert _roles(la.reads) == [("src", "shared_hbm", (128, M), "float32", 128 * M * f4)]
         assert la.reads[0].alloc == "arg:lhsT" and lb.reads[0].alloc == "arg:rhs"
         assert _roles(la.writes) == [("dst", "sbuf", (128, M), "float32", 128 * M * f4)]
         assert la.writes[0].partitions == 128 and la.writes[0].contiguous_bytes == M * f4
@@ -169,9 +169,12 @@ def test_lnc2_events_per_core_in_issue_order():
         assert st.writes[0].alloc == ev[3].writes[0].alloc          # the one shared output
     # the same kernel under LNC1 traces like core 0 (only its row range differs: none here)
     _, ev1 = _record(nki.jit(lnc2_add), a[:128], b[:128])
-    strip = [(e.op, e.api, e.engine, e.seq, e.location, _roles(e.reads), _roles(e.writes)) for e in ev1]
-    core0 = [(e.op, e.api, e.engine, e.seq, e.location, _roles(e.reads), _roles(e.writes)) for e in ev[:4]]
-    assert [(s[:5], s[6]) for s in strip] == [(c[:5], c[6]) for c in core0]
+
+    def whole(e):
+        ops = [(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.alloc, o.partitions, o.contiguous_bytes)
+               for o in e.reads + e.writes]
+        return (e.op, e.api, e.engine, e.core, e.seq, e.location, ops, e.options)
+    assert [whole(e) for e in ev1] == [whole(e) for e in ev[:4]]     # every field, ids included
 
 
 def test_no_recording_no_events_and_nested_recordings_are_separate():

@@ -24,8 +24,7 @@ import numpy as np
 from .. import arch, state, trace
 from ..checks import races
 from ..config import Settings
-from ..errors import (DeadlockError, FindingsError, KernelArgumentError, MemorySpaceError, NkiError,
-                      RaceError, UnsupportedError)
+from ..errors import FindingsError, KernelArgumentError, MemorySpaceError, NkiError, UnsupportedError
 from ..memory import access
 from ..memory.buffers import ON_CHIP, private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
@@ -513,7 +512,10 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings):
     if launch.recording is not None:
         launch.fast_counts = Counter()
     _reject_lists(args, kwargs, launch.param_names)
-    buffer = shared_hbm if lnc > 1 else private_hbm
+    # Decision: kernel arguments are in shared HBM under LNC1 too ("nl.shared_hbm: visible to all
+    # kernel instances in the SPMD grid"; the host's tensors are), so one kernel traces alike
+    # under LNC1 and LNC2
+    buffer = shared_hbm
     found: list = []
     converted: dict = {}
     for i, a in enumerate(args):
