@@ -159,3 +159,11 @@ def test_choice_options_are_case_insensitive_like_the_environment():
     from nkisim.config import Settings
     assert Settings.from_env(findings="All").findings == "all"
     assert Settings.from_env(uninitialized_reads=" RAISE").uninitialized_reads == "raise"
+
+
+@pytest.mark.parametrize("bad", [dict(max_loop_iterations=True), dict(barrier_timeout_s="5"),
+                                 dict(seed=1.5), dict(seed=True)])
+def test_numeric_options_refuse_bools_and_strings(bad):
+    from nkisim.config import Settings
+    with pytest.raises(ValueError, match=f"Settings.{next(iter(bad))} must be"):
+        Settings.from_env(**bad)

@@ -16,6 +16,7 @@ How an environment value is read (the same for every knob; Decisions):
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import operator
 import os
 from dataclasses import dataclass
@@ -206,6 +207,12 @@ class Settings:
                 value = value.strip().lower()
             object.__setattr__(self, field, value)
         object.__setattr__(self, "target", normalize_target(self.target, "Settings.target"))
+        for field, kinds in (("seed", (numbers.Integral,)), ("barrier_timeout_s", (numbers.Real,)),
+                             ("max_loop_iterations", (numbers.Integral,))):
+            value = getattr(self, field)        # a bool or a string is no number here
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"Settings.{field} must be {'an integer' if kinds == (numbers.Integral,) else 'a number'}, "
+                                 f"got {value!r}")
         if self.uninitialized_reads not in ("sentinel", "raise"):
             raise ValueError(f"Settings.uninitialized_reads must be 'sentinel' or 'raise', "
                              f"got {self.uninitialized_reads!r}")

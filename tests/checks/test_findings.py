@@ -117,3 +117,23 @@ def test_findings_environment_values(monkeypatch, value):
 def test_findings_setting_is_validated():
     with pytest.raises(ValueError, match="Settings.findings must be 'first', 'all' or 'warn', got 'some'"):
         nki.simulate(three_faults, findings="some")(np.ones((4, 8), np.float32))
+
+
+def test_repeated_identical_findings_print_once_with_their_count(capsys):
+    def kernel(x):
+        t = nl.load(x)
+        for _ in range(3):
+            nisa.tensor_tensor(dst=t, data1=t, data2=t[:, 0:4], op=nl.add)     # the same broken rule
+        return x
+    nki.simulate(kernel, findings="warn")(np.ones((128, 8), np.float32))
+    err = capsys.readouterr().err
+    assert "3 finding(s)" in err and "ShapeError (3):" in err
+    assert err.count("data2 has 4 elements per partition") == 1 and "(x3)" in err
+
+
+def test_zeros_errors_name_nl_zeros():
+    def kernel(x):
+        nl.zeros((128, 64.5), dtype=nl.float32, buffer=nl.sbuf)
+        return x
+    with pytest.raises(ShapeError, match=r"^nl\.zeros: "):
+        nki.simulate(kernel)(np.ones((1, 1), np.float32))

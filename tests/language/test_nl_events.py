@@ -364,5 +364,5 @@ def test_allocation_errors_raise_also_under_findings_all():
     def kernel(x):
         nl.zeros((200, 8), dtype=nl.float32)
         return x
-    with pytest.raises(ShapeError, match=r"^nl\.full: "):
+    with pytest.raises(ShapeError, match=r"^nl\.zeros: "):
         nki.simulate(kernel, findings="all")(np.ones((1, 1), F32))

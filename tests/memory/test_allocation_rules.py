@@ -85,7 +85,7 @@ def test_string_buffer_after_the_object_still_raises():
     def body():
         nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
         nl.zeros((4, 4), dtype=nl.float32, buffer="sbuf")
-    with pytest.raises(ArgumentError, match=err("nl.full", "buffer 'sbuf' is a string; creation ops take a "
+    with pytest.raises(ArgumentError, match=err("nl.zeros", "buffer 'sbuf' is a string; creation ops take a "
                                                            "buffer object (nl.sbuf, nl.psum, nl.hbm, "
                                                            "nl.private_hbm, nl.shared_hbm); use nl.sbuf")):
         run(body)

@@ -93,7 +93,7 @@ _FILL = {api: _fill_instructions(api) for api in ("nl.full", "nl.zeros", "nl.one
 
 
 def _full(api, shape, fill_value, dtype, buffer, name) -> NkiTensor:
-    t = access.allocate(shape, dtype, buffer, name, op="nl.full", fill=False)
+    t = access.allocate(shape, dtype, buffer, name, op=api, fill=False)
     on_chip, hbm = _FILL[api]
     (on_chip if t.on_chip else hbm)(t, fill_value)
     return t

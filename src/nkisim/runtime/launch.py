@@ -413,14 +413,15 @@ def _finish_core(core) -> None:
 
 
 def _report(func, found) -> None:
-    """Print every finding of a findings="all"/"warn" run, grouped by rule (error class), to stderr."""
+    """Print every finding of a findings="all"/"warn" run, grouped by rule (error class), to stderr;
+    identical findings (a loop repeating one broken rule) print once, with their count."""
     groups: dict = {}
     for e in found:
-        groups.setdefault(type(e).__name__, []).append(e)
+        groups.setdefault(type(e).__name__, Counter())[str(e)] += 1
     lines = [f"nkisim: {len(found)} finding(s) in kernel {getattr(func, '__name__', func)}"]
-    for kind, errs in groups.items():
-        lines.append(f"  {kind} ({len(errs)}):")
-        lines.extend(f"    {e}" for e in errs)
+    for kind, texts in groups.items():
+        lines.append(f"  {kind} ({sum(texts.values())}):")
+        lines.extend(f"    {t}" + (f"  (x{n})" if n > 1 else "") for t, n in texts.items())
     print("\n".join(lines), file=sys.stderr)
 
 
