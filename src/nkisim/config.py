@@ -203,16 +203,15 @@ class Settings:
             value = getattr(self, field)
             if kind is bool:
                 value = _as_bool(field, value)
-            elif kind is str and isinstance(value, str):
-                value = value.strip().lower()
+            elif kind is str:
+                if isinstance(value, str):
+                    value = value.strip().lower()
+            elif isinstance(value, bool) or not isinstance(value, kind):   # a bool or str is no number
+                what = "a positive integer" if field == "max_loop_iterations" else \
+                    "an integer" if kind is numbers.Integral else "a number"
+                raise ValueError(f"Settings.{field} must be {what}, got {value!r}")
             object.__setattr__(self, field, value)
         object.__setattr__(self, "target", normalize_target(self.target, "Settings.target"))
-        for field, kinds in (("seed", (numbers.Integral,)), ("barrier_timeout_s", (numbers.Real,)),
-                             ("max_loop_iterations", (numbers.Integral,))):
-            value = getattr(self, field)        # a bool or a string is no number here
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(f"Settings.{field} must be {'an integer' if kinds == (numbers.Integral,) else 'a number'}, "
-                                 f"got {value!r}")
         if self.uninitialized_reads not in ("sentinel", "raise"):
             raise ValueError(f"Settings.uninitialized_reads must be 'sentinel' or 'raise', "
                              f"got {self.uninitialized_reads!r}")
@@ -223,7 +222,7 @@ class Settings:
             raise ValueError(f"Settings.findings must be 'first', 'all' or 'warn', got {self.findings!r}")
         if self.seed < 0:
             raise ValueError(f"Settings.seed must be >= 0, got {self.seed}")
-        if not isinstance(self.max_loop_iterations, int) or self.max_loop_iterations < 1:
+        if self.max_loop_iterations < 1:
             raise ValueError(f"Settings.max_loop_iterations must be a positive integer, "
                              f"got {self.max_loop_iterations!r}")
         if self.barrier_timeout_s <= 0:
@@ -314,8 +313,11 @@ _ENV_VARS: tuple = tuple(v for k in KNOBS for v in k.env)
 # os.environ's own bytes dict on POSIX: the reuse key reads it directly (a dozen os.environ.get
 # calls cost ~15 us, more than the rest of a small launch's setup)
 _ENV_KEYS: tuple = tuple(os.fsencode(v) for v in _ENV_VARS)
-# field -> bool (a flag: parsed by _as_bool) or str (a choice: stripped, any case)
+# field -> bool (a flag: parsed by _as_bool), str (a choice: stripped, any case) or the number
+# kind a numeric field must be (numbers.Integral / numbers.Real; never a bool or a string)
 _FIELD_KINDS: dict = {f.name: (bool if f.type in (bool, "bool") else
+                               numbers.Integral if f.type in (int, "int") else
+                               numbers.Real if f.type in (float, "float") else
                                str if isinstance(f.default, str) and f.name != "target" else None)
                       for f in dataclasses.fields(Settings)}
 _FIELD_KINDS = {k: v for k, v in _FIELD_KINDS.items() if v is not None}

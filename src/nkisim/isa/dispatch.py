@@ -355,8 +355,7 @@ def run(spec: OpSpec, args: tuple):
             key = spec.key(core.target, *args)
             passed = spec.passed.get(key) if key is not None else None
             if passed is None:
-                _operands.check(spec, args)
-                passed = spec.rules(ins, *args)
+                passed = _rules(spec, ins, args)
                 if key is not None:
                     _remember(spec.passed, key, passed)
             elif core.events is not None:
@@ -364,8 +363,7 @@ def run(spec: OpSpec, args: tuple):
         else:
             if core.before_ins is not None:     # LNC2 stop / pending receives (core.fast is off then)
                 core.before_ins(ins)
-            _operands.check(spec, args)
-            passed = spec.rules(ins, *args)
+            passed = _rules(spec, ins, args)
         ins.engine, ins.info = passed
         spec.compute(ins, *args)
     except NkiError as exc:
@@ -379,6 +377,12 @@ def run(spec: OpSpec, args: tuple):
         ins.seq = core.seq
         core.events.append(_event(ins))
     return _named(spec, args)
+
+
+def _rules(spec: OpSpec, ins: Ins, args: tuple) -> Passed:
+    """Every instruction's operand rules (``operands.check``), then the op's own."""
+    _operands.check(spec, args)
+    return spec.rules(ins, *args)
 
 
 def _remember(table: dict, key, passed) -> None:

@@ -13,6 +13,7 @@ from ..errors import BoundsError, ShapeError
 from ..memory.access import read_f32
 from ..memory.buffers import ON_CHIP
 from ..memory.tensor import NkiTensor
+from .enums import oob_mode as _oob_mode
 
 
 def check(spec, args) -> None:
@@ -40,7 +41,7 @@ def check(spec, args) -> None:
         if a.oob is not None:
             if skip is None:
                 mode = args[spec.index["oob_mode"]] if "oob_mode" in spec.index else None
-                skip = isinstance(mode, int) and mode == 1          # oob_mode.skip (an IntEnum)
+                skip = isinstance(mode, int) and mode == _oob_mode.skip     # an IntEnum (1 works too)
             if not skip:
                 raise BoundsError(spec.api, f"{name} {a.oob}")
         if a.shape and a.shape[0] > 1 and a.alloc.buffer in ON_CHIP:

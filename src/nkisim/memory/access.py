@@ -339,7 +339,6 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
 
 
 _NOT_TAKEN = object()
-_READ_ONLY = object()
 
 
 class NoWrites:
@@ -349,6 +348,9 @@ class NoWrites:
 
     def __init__(self, why: str):
         self.why = why
+
+
+_READ_ONLY = NoWrites("a read-only array of the caller; the kernel cannot write it (pass a writeable array)")
 
 
 def is_in_place(t: NkiTensor) -> bool:
@@ -383,10 +385,6 @@ def _first_write(t: NkiTensor) -> None:
         with _SNAPSHOT_LOCK:        # LNC2: the other core waits until the copy is complete
             if alloc.snapshot is _NOT_TAKEN:
                 alloc.snapshot = alloc.storage.copy()
-    elif alloc.snapshot is _READ_ONLY:
-        op, role = _hooks.accessor(t, "w")
-        raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, a read-only "
-                                   f"array of the caller; the kernel cannot write it (pass a writeable array)")
     elif isinstance(alloc.snapshot, NoWrites):
         op, role = _hooks.accessor(t, "w")
         raise MemorySpaceError(op, f"{'dst' if role == 'operand' else role} is {alloc.name}, "

@@ -48,10 +48,12 @@ def _adapter(value):
     return importlib.import_module(mod)
 
 
-def _collect(value, launch, path, found, converted):
+def _collect(value, launch, path, found, converted, in_list=False):
     """Pre-pass over an argument (recursively through tuples/lists/dicts): every caller array in
     order, adapter values converted once (``converted[id(value)]``). An adapter may define
-    ``to_kernel_array(x, target, name)`` (checks and reinterprets for the target); else ``to_numpy``."""
+    ``to_kernel_array(x, target, name)`` (checks and reinterprets for the target); else ``to_numpy``.
+    A list without arrays raises (``_reject_list``); what a list holding arrays holds is not
+    checked again (``in_list``)."""
     if isinstance(value, NkiTensor):
         return
     if isinstance(value, np.ndarray):
@@ -68,11 +70,14 @@ def _collect(value, launch, path, found, converted):
         _check_size(arr, launch, path)
         found.append(arr)
     elif isinstance(value, (tuple, list)) and not hasattr(value, "_fields"):
+        is_list = isinstance(value, list)
+        if is_list and not in_list:
+            _reject_list(value, launch, path)
         for i, v in enumerate(value):
-            _collect(v, launch, f"{path}[{i}]", found, converted)
+            _collect(v, launch, f"{path}[{i}]", found, converted, in_list or is_list)
     elif isinstance(value, dict):
         for k, v in value.items():
-            _collect(v, launch, f"{path}[{k!r}]", found, converted)
+            _collect(v, launch, f"{path}[{k!r}]", found, converted, in_list)
 
 
 def _check_size(a: np.ndarray, launch, path: str) -> None:
@@ -88,23 +93,6 @@ def _arg_name(path: str, names: tuple) -> str:
     return f"argument {_arg_id(path, names)[len('arg:'):]!r}"
 
 
-def _find_list(value, path: str):
-    """The path of the first list (in ``value``, through tuples and dicts) that holds no array."""
-    if isinstance(value, list):
-        return None if _holds_array(value) else path
-    if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        items = enumerate(value)
-    elif isinstance(value, dict):
-        items = ((repr(k), v) for k, v in value.items())
-    else:
-        return None
-    for k, v in items:
-        hit = _find_list(v, f"{path}[{k}]")
-        if hit is not None:
-            return hit
-    return None
-
-
 def _holds_array(value) -> bool:
     if isinstance(value, (np.ndarray, NkiTensor)) or _adapter(value) is not None:
         return True
@@ -115,7 +103,7 @@ def _holds_array(value) -> bool:
     return False
 
 
-def _reject_lists(args: tuple, kwargs: dict, names: tuple) -> None:
+def _reject_list(value, launch, path: str) -> None:
     """KernelArgumentError (a TypeError) for a list argument of numbers or other Python values.
 
     Source: aws-neuron-sdk nki/migration/index.rst ("Replace list kernel arguments with tuples":
@@ -123,12 +111,10 @@ def _reject_lists(args: tuple, kwargs: dict, names: tuple) -> None:
     Decision: a list that holds arrays (or tensors) is still accepted and bound like a tuple, as
     kernels written for earlier NKI releases pass lists of tensors; only lists without any array
     (``stride=[1, 1]``) are rejected, naming the kernel parameter they were passed as."""
-    for key, v in [*enumerate(args), *((repr(k), v) for k, v in kwargs.items())]:
-        hit = _find_list(v, f"argument {key}")
-        if hit is not None:
-            name = _arg_name(hit, names)
-            raise KernelArgumentError("kernel argument", f"{name} is a list; NKI kernels do not take list "
-                                                         f"arguments: pass a tuple instead")
+    if not _holds_array(value):
+        name = _arg_name(path, launch.param_names)
+        raise KernelArgumentError("kernel argument", f"{name} is a list; NKI kernels do not take list "
+                                                     f"arguments: pass a tuple instead")
 
 
 def _self_overlapping(a: np.ndarray) -> bool:
@@ -512,7 +498,6 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings):
     launch.param_names = _names_of(user_func)
     if launch.recording is not None:
         launch.fast_counts = Counter()
-    _reject_lists(args, kwargs, launch.param_names)
     # Decision: kernel arguments are in shared HBM under LNC1 too ("nl.shared_hbm: visible to all
     # kernel instances in the SPMD grid"; the host's tensors are), so one kernel traces alike
     # under LNC1 and LNC2
