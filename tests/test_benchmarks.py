@@ -106,3 +106,42 @@ def test_tutorial_kernel_rejects_shapes_off_the_tile_grid(tutorial):
     rhs = np.zeros((256, 512), np.float32)
     with pytest.raises(AssertionError, match=r"need K % 128 == M % 128 == N % 512 == 0, got K=256 M=100 N=512"):
         simulate(tutorial.KERNELS["tiled"], lhsT, rhs)
+
+
+# ---- benchmarks/nki_library.py: the nki-library suite runner (the suite itself is not run here) ----
+
+def test_nki_library_summary_counts_causes_and_slowest(tmp_path):
+    mod = _load("nki_library")
+    junit = tmp_path / "j.xml"
+    junit.write_text("""<testsuites><testsuite>
+      <testcase classname="a" name="t1" time="3.5"/>
+      <testcase classname="a" name="t2" time="1.0"><failure message="UnsupportedError: nisa.topk at k.py:12 (x 128)"/></testcase>
+      <testcase classname="a" name="t3" time="2.0"><failure message="UnsupportedError: nisa.topk at k.py:40 (x 64)"/></testcase>
+      <testcase classname="b" name="t4" time="0.0"><skipped message="slow"/></testcase>
+      <testcase classname="b" name="t5" time="0.1"><error message="ImportError: no module x"/></testcase>
+    </testsuite></testsuites>""")
+    s = mod.summarise(str(junit))
+    assert dict(s["counts"]) == {"passed": 1, "failed": 2, "skipped": 1, "error": 1}
+    assert s["causes"][0] == ("UnsupportedError: nisa.topk at k.py:N (x N)", 2)
+    assert [name for _, name in s["slowest"]][:2] == ["a::t1", "a::t3"]
+
+
+def test_nki_library_neuron_dtypes_stand_in_casts_like_cpp(tmp_path):
+    mod = _load("nki_library")
+    (tmp_path / "neuron_dtypes_standin.py").write_text(mod.NEURON_DTYPES)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import neuron_dtypes_standin as nd
+    finally:
+        sys.path.remove(str(tmp_path))
+    x = np.array([1.5, -2.7, 3e10, -3e10, 0.33333334], dtype=np.float32)
+    assert nd.static_cast(x, np.int32).tolist() == [1, -2, 2**31 - 1, -2**31, 0]   # truncate, saturate
+    assert nd.static_cast(x, ml_dtypes.bfloat16).tolist() == x.astype(ml_dtypes.bfloat16).tolist()
+    assert nd.sizeinbytes(np.float32) == 4 and nd.is_float_type(ml_dtypes.bfloat16)
+    assert not nd.is_float_type(np.int8)
+
+
+def test_nki_library_runner_refuses_a_folder_that_is_not_a_checkout(tmp_path, capsys):
+    mod = _load("nki_library")
+    assert mod.main([str(tmp_path)]) == 2
+    assert "not an nki-library checkout" in capsys.readouterr().out

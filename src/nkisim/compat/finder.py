@@ -1,5 +1,6 @@
-"""Serves ``nki``, ``nki.*``, ``neuronxcc`` and ``neuronxcc.nki.*`` from ``nkisim.nki`` — only where
-no real package resolves first. The finder sits at the END of ``sys.meta_path``, so every normal
+"""Serves ``nki``, ``nki.*``, ``neuronxcc`` and ``neuronxcc.nki.*``, and ``nki_cpu_simulator`` and
+``nki_cpu_simulator.nki.*`` (the module name of AWS's simulator wheel, which nki-library's simulation
+harness imports), from ``nkisim.nki`` — only where no real package resolves first. The finder sits at the END of ``sys.meta_path``, so every normal
 finder (and thus an installed Neuron SDK) wins; nothing is patched. Imported at start-up by the
 ``nkisim_faces.pth`` file, so this module imports only the standard library.
 """
@@ -10,6 +11,7 @@ import importlib.util
 import os
 import sys
 
+_WRAPPERS = ("neuronxcc", "nki_cpu_simulator")   # packages whose ``.nki`` is the nki face
 _NKI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nki")
 
 
@@ -36,7 +38,7 @@ class NkiFaceFinder:
                 return None
         if parts[0] == "nki":
             rest = parts[1:]
-        elif parts[0] == "neuronxcc":
+        elif parts[0] in _WRAPPERS:
             if len(parts) == 1:
                 return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
             if parts[1] != "nki":

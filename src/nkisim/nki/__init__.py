@@ -1,12 +1,11 @@
 """The ``nki`` face: ``import nkisim.nki as nki`` (or plain ``import nki`` where no Neuron SDK is
 installed) gives the NKI API backed by the simulator."""
 from nkisim.errors import NkiError
-from nkisim.memory.tensor import NkiTensor as tensor
 from nkisim.runtime.kernel import Kernel, jit, simulate, simulate_kernel as _simulate_kernel
 from nkisim.dtypes import float32 as _f32
 import numpy as _np
 
-from . import compiler, isa, language, simulator, typing  # noqa: F401
+from . import compiler, isa, language, simulator, tensor, typing  # noqa: F401
 
 dtype = _np.dtype
 

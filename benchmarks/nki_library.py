@@ -1,0 +1,215 @@
+"""Run AWS's kernel library's own test suite (aws-neuron/nki-library) against nkisim.
+
+    python benchmarks/nki_library.py /path/to/nki-library            # the suite as it runs itself
+    python benchmarks/nki_library.py /path/to/nki-library --all      # its slow shapes included
+    python benchmarks/nki_library.py /path/to/nki-library -k router_topk --timeout 300
+    python benchmarks/nki_library.py /path/to/nki-library test/integration/nkilib/core/cumsum
+
+The suite runs in its simulation mode (``--test-mode simulation``) with ``pytest -n 2``, a per-test
+timeout and a per-process memory cap; nki-library is not edited. Its harness imports the simulator
+as ``nki_cpu_simulator``, which nkisim's import face serves. What the public repository lacks is
+stood in for here, outside the nkisim package, in a temporary folder put on the path:
+``neuron_dtypes`` (a private dtype helper its tests import), ``test.utils.perf_analysis_private``
+and ``test.utils.scripts.remote_lock_scripts`` (private modules its orchestrator and hardware-host
+locking import) and ``Orchestrator._compiled_kernel`` (read in simulation mode before anything
+sets it).
+
+Prints pass / fail / skip / error counts, the share of run tests that pass, the top failure causes
+(exception type and first message line, numbers masked) and the slowest ten tests with times.
+Needs the suite's test dependencies in the running environment (the script names any missing).
+Not run in CI: the checkout comes from the network.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+# What the suite's conftest and utilities import (module name -> package to install).
+NEEDS = {"pytest": "pytest", "xdist": "pytest-xdist", "pytest_timeout": "pytest-timeout",
+         "pytest_html": "pytest-html", "pytest_metadata": "pytest-metadata", "boto3": "boto3",
+         "aws_embedded_metrics": "aws-embedded-metrics", "fabric2": "fabric2", "filelock": "filelock",
+         "allpairspy": "allpairspy", "plotext": "plotext", "pandas": "pandas", "torch": "torch==2.13.0",
+         "ml_dtypes": "ml_dtypes", "nkisim": "nkisim"}
+
+NEURON_DTYPES = '''\
+"""Stand-in for the private ``neuron_dtypes`` module nki-library's tests import (not public)."""
+import ml_dtypes as _ml
+import numpy as _np
+
+import nkisim.dtypes as _d
+
+bfloat16 = _ml.bfloat16
+float8_e4m3 = _ml.float8_e4m3
+float8_e4m3fn = _ml.float8_e4m3fn
+float8_e5m2 = _ml.float8_e5m2
+for _name in ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4", "float8_e8m0fnu"):
+    if hasattr(_d, _name):
+        globals()[_name] = getattr(_d, _name)
+finfo = _ml.finfo
+
+
+def is_float_type(dtype):
+    dtype = _np.dtype(dtype)
+    return dtype.kind == "f" or _np.issubdtype(dtype, _np.floating) or dtype in (
+        _np.dtype(bfloat16), _np.dtype(float8_e4m3), _np.dtype(float8_e4m3fn), _np.dtype(float8_e5m2))
+
+
+def sizeinbytes(dtype):
+    return _np.dtype(dtype).itemsize
+
+
+def static_cast(array, dtype):
+    """C++-style cast: floats round to nearest even into float types; into integer types they
+    truncate toward zero, saturating at the type's range."""
+    array, dtype = _np.asarray(array), _np.dtype(dtype)
+    if dtype.kind in "iu" and array.dtype.kind == "f" or is_float_type(array.dtype) and dtype.kind in "iu":
+        info = _np.iinfo(dtype)
+        return _np.clip(_np.trunc(array.astype(_np.float64)), info.min, info.max).astype(dtype)
+    return array.astype(dtype)
+'''
+
+PLUGIN = '''\
+"""pytest plugin: stand-ins for what the public nki-library repository lacks."""
+import sys
+import types
+
+import enum
+
+_perf = types.ModuleType("test.utils.perf_analysis_private")
+_perf.analyze_trace = lambda *args, **kwargs: None
+sys.modules.setdefault("test.utils.perf_analysis_private", _perf)
+
+# The hardware hosts' core-lock helpers (only used when tests run on a remote Trainium host).
+_scripts = types.ModuleType("test.utils.scripts")
+_scripts.__path__ = []
+_locks = types.ModuleType("test.utils.scripts.remote_lock_scripts")
+_locks.LockStatus = enum.Enum("LockStatus", "ALLOCATED NO_CORES DRAINING DRAINED RELEASED UNDRAINED "
+                              "FLOCK_TIMEOUT ERROR")
+_locks.LockResult = type("LockResult", (), {"__init__": lambda self, status=None, **kw: setattr(self, "status", status)})
+sys.modules.setdefault("test.utils.scripts", _scripts)
+sys.modules.setdefault("test.utils.scripts.remote_lock_scripts", _locks)
+
+
+def pytest_runtest_setup(item):
+    orchestrator = sys.modules.get("test.utils.test_orchestrator")
+    if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
+        orchestrator.Orchestrator._compiled_kernel = None
+'''
+
+
+def _missing() -> list[str]:
+    import importlib.util
+    return [pkg for mod, pkg in NEEDS.items() if importlib.util.find_spec(mod) is None]
+
+
+def _cap_memory(gib: float):
+    limit = int(gib * 2 ** 30)
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _cause(case) -> str:
+    """One line naming why a test failed: exception type and first message line, numbers masked."""
+    node = next((c for c in case if c.tag in ("failure", "error")), None)
+    text = (node.get("message") or node.text or "").strip() if node is not None else ""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = re.sub(r"0x[0-9a-f]+", "0x…", line)
+    line = re.sub(r"\d+(\.\d+)?", "N", line)
+    line = re.sub(r"\(/[^)]*:N\)", "(…)", line)
+    return line[:160]
+
+
+def summarise(junit: str, top: int = 15) -> dict:
+    """Counts, top causes and slowest tests from a junit XML report."""
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    counts, causes, times = collections.Counter(), collections.Counter(), []
+    for case in cases:
+        kinds = {c.tag for c in case}
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        if "skipped" in kinds:
+            counts["skipped"] += 1
+            continue
+        if kinds & {"failure", "error"}:
+            counts["error" if "error" in kinds and "failure" not in kinds else "failed"] += 1
+            causes[_cause(case)] += 1
+        else:
+            counts["passed"] += 1
+        times.append((float(case.get("time") or 0), name))
+    times.sort(reverse=True)
+    return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkout", help="an nki-library checkout (its root, holding src/ and test/)")
+    ap.add_argument("--all", action="store_true", help="include the suite's slow shapes "
+                    "(NKILIB_SIMULATION_RUN_ALL=1)")
+    ap.add_argument("-n", "--workers", default="2", help="pytest-xdist workers (default 2)")
+    ap.add_argument("--timeout", type=int, default=900, help="per-test timeout, seconds (default 900)")
+    ap.add_argument("--memory-gib", type=float, default=10.0, help="address-space cap per process")
+    ap.add_argument("--platform-target", default="trn2")
+    ap.add_argument("--junit", help="where to keep the junit XML (default: a temporary file)")
+    args, extra = ap.parse_known_args(argv)      # the rest goes to pytest (-k, test paths, ...)
+
+    root = os.path.abspath(args.checkout)
+    if not os.path.isdir(os.path.join(root, "test", "integration")):
+        print(f"{root} is not an nki-library checkout (no test/integration)")
+        return 2
+    missing = _missing()
+    if missing:
+        print("missing test dependencies; install them first:\n  pip install " + " ".join(missing))
+        return 2
+    work = tempfile.mkdtemp(prefix="nkisim-nkilib-")
+    with open(os.path.join(work, "neuron_dtypes.py"), "w") as f:
+        f.write(NEURON_DTYPES)
+    with open(os.path.join(work, "nkisim_nkilib_plugin.py"), "w") as f:
+        f.write(PLUGIN)
+    junit = args.junit or os.path.join(work, "junit.xml")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([work, os.path.join(root, "src"), root,
+                                                         os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if args.all:
+        env["NKILIB_SIMULATION_RUN_ALL"] = "1"
+    extra = [a for a in extra if a != "--"]
+    paths = [] if any(a.startswith("test/") for a in extra) else ["test/integration"]
+    cmd = [sys.executable, "-m", "pytest", *paths, "--test-mode", "simulation",
+           "--platform-target", args.platform_target, "-p", "nkisim_nkilib_plugin",
+           "-n", args.workers, "--timeout", str(args.timeout), "-q", "-p", "no:cacheprovider",
+           "--output-directory", os.path.join(work, "out"), "--force-local-cleanup",
+           "--disable-no-tests-failure", f"--junitxml={junit}", "-o", "junit_family=xunit1", *extra]
+    print("running:", " ".join(cmd), flush=True)
+    start = time.time()
+    with open(os.path.join(work, "pytest.log"), "w") as log:
+        done = subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=_cap_memory(args.memory_gib))
+    wall = time.time() - start
+    if not os.path.exists(junit):
+        print(f"pytest wrote no report (exit {done.returncode}); log: {log.name}")
+        return 1
+    s = summarise(junit)
+    c = s["counts"]
+    ran = c["passed"] + c["failed"] + c["error"]
+    print(textwrap.dedent(f"""
+        nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}
+        {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, {c['error']} errors
+        pass rate of the tests run: {100 * c['passed'] / ran if ran else 0:.1f} %""").strip())
+    if s["causes"]:
+        print("\ntop failure causes:")
+        for cause, n in s["causes"]:
+            print(f"  {n:5d}  {cause}")
+    print("\nslowest ten:")
+    for t, name in s["slowest"]:
+        print(f"  {t:8.1f} s  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
