@@ -57,23 +57,6 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
 
 
 @_unsupported
-def rng(dst, engine=_engine.vector, name=None):
-    """Pseudo random numbers (Vector or GpSimd engine). Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def rand2(dst, min, max, name=None):
-    """Uniformly distributed pseudo random numbers in [min, max) (Vector engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def dropout(dst, data, prob, name=None):
-    """Replace elements of ``data`` by zeros with probability ``prob`` (Vector engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=_oob_mode.error,
                 name=None):
     """Scaled element-wise reduction of several source tensors inside the DMA engines.
@@ -100,24 +83,6 @@ def sequence_bounds(dst, segment_ids, name=None):
 
 
 @_unsupported
-def set_rng_seed(src_seeds, name=None):
-    """Seed the Vector engine's pseudo random number generator. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
-def rand_set_state(src_seeds, engine=_engine.gpsimd, name=None):
-    """Set the engine's pseudo random number generator state. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
-def rand_get_state(dst, engine=_engine.gpsimd, name=None):
-    """Store the engine's pseudo random number generator state. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
 def topk(val_dst, idx_dst, src, n, name=None):
     """The ``n`` largest values of ``src`` and their indices (GpSimd engine).
     Not simulated yet: raises UnsupportedError."""
@@ -136,6 +101,6 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
 
 
 __all__ = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-           "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
-           "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
+           "nc_stream_shuffle", "dma_compute", "quantize_mx", "nc_matmul_mx",
+           "sequence_bounds", "topk",
            "builtin_custom_op"]
