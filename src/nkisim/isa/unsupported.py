@@ -20,21 +20,8 @@ def _unsupported(stub):
 
 
 @_unsupported
-def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
-              reduce_op=None, reduce_res=None, reduce_cmd=_cmd.idle, name=None):
-    """Activation with two tensor-scalar operations and an optional reduction (Scalar engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """Indices of the nonzero elements of ``src`` and their count (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_cmd.reset_reduce, name=None):
-    """Tensor-scalar arithmetic with a cumulative reduction (Vector engine).
     Not simulated yet: raises UnsupportedError."""
 
 
@@ -100,7 +87,7 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
                                                       "by nkisim yet")
 
 
-__all__ = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
+__all__ = ["nonzero_with_count", "local_gather", "nc_n_gather",
            "nc_stream_shuffle", "dma_compute", "quantize_mx", "nc_matmul_mx",
            "sequence_bounds", "topk",
            "builtin_custom_op"]
