@@ -203,21 +203,23 @@ def rand2(dst, min, max, name=None):   # noqa: A002
 
 # ---- dropout -------------------------------------------------------------------------------------
 
-def dropout_rules(opn, t, dst, data, prob, same_dtype: bool = True):
-    """dropout's rules (see its docstring); ``same_dtype=False`` for ``nl.dropout(dtype=...)``."""
-    rules.tiles(opn, t, dst=dst, data=data)
-    rules.same_tile(opn, "data", data, "dst", dst)
+def dropout_rules(opn, t, dst, data, prob, same_dtype: bool = True, names=("data", "prob")):
+    """dropout's rules (see its docstring); for ``nl.dropout``: ``same_dtype=False`` (its
+    ``dtype``) and its parameter names ``names`` (x, rate)."""
+    dn, pn = names
+    rules.tiles(opn, t, **{"dst": dst, dn: data})
+    rules.same_tile(opn, dn, data, "dst", dst)
     if same_dtype and dst.dtype != data.dtype:
-        raise DtypeError(opn, f"dst dtype {_dt.name(dst.dtype)} must match data dtype {_dt.name(data.dtype)}")
+        raise DtypeError(opn, f"dst dtype {_dt.name(dst.dtype)} must match {dn} dtype {_dt.name(data.dtype)}")
     p = data.shape[0]
-    rules.column(opn, "prob", prob, p, t)
+    rules.column(opn, pn, prob, p, t)
     if isinstance(prob, NkiTensor):
         if not _dt.is_float(data.dtype):
-            rules.float32_operand(opn, "prob", prob, f"for {_dt.name(data.dtype)} data")
+            rules.float32_operand(opn, pn, prob, f"for {_dt.name(data.dtype)} {dn}")
         elif not _dt.is_float(prob.dtype):
-            raise DtypeError(opn, f"prob dtype {_dt.name(prob.dtype)} must be a float dtype")
+            raise DtypeError(opn, f"{pn} dtype {_dt.name(prob.dtype)} must be a float dtype")
     elif prob is None or not 0.0 <= float(prob) <= 1.0:
-        raise ArgumentError(opn, f"prob {prob} is outside [0, 1]")
+        raise ArgumentError(opn, f"{pn} {prob} is outside [0, 1]")
     return Passed(_engine.vector)
 
 
