@@ -70,6 +70,12 @@ class Target:
 # (trn1/inf2), 96GiB (trn2), 144 GiB (trn3), from the three architecture guides.
 HBM_BYTES = {"trn1": 32 * 2**30, "trn2": 96 * 2**30, "trn3": 144 * 2**30}
 
+# Pseudo random number generators: the XORWOW state of one compute lane, in uint32 words, by
+# engine ("src_seeds element count for XORWOW must be 6 elements (GpSimd) or 24 elements
+# (Vector)", nki.isa.rand_set_state / rand_get_state); one XORWOW generator holds 6 words.
+RNG_STATE_WORDS = {"gpsimd": 6, "vector": 24}
+XORWOW_WORDS = 6
+
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,

@@ -9,6 +9,7 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+import nkisim.trace
 from nkisim.errors import DtypeError, EngineError, MemorySpaceError, NkiError, ShapeError, UnsupportedError
 from conftest import simulate, tile_out
 from _tiles import ps, sb
@@ -352,3 +353,185 @@ def test_activation_reduce_event():
     e = ev[1]
     assert (e.op, e.engine, e.options["reduce_op"]) == ("activation_reduce", "scalar", "maximum")
     assert roles(e.writes) == [("dst", "sbuf", (2, 3), "float32", 24), ("reduce_res", "sbuf", (2, 1), "float32", 8)]
+
+
+# ---- activate2 (trn3) -------------------------------------------------------------------------------
+
+F32 = np.float32
+
+
+def act2(x, op, imm0, imm1, op0, op1, dst_dtype=np.float32, target="trn3", tiles=(), **kw):
+    """activate2 on x; imm0/imm1 (and relu_param) given as arrays go on chip as (P, 1) tiles."""
+    named = {"imm0": imm0, "imm1": imm1, **{k: kw.pop(k) for k in tiles}}
+    arrays = {k: v for k, v in named.items() if isinstance(v, np.ndarray)}
+
+    def kernel(x, *cols):
+        on_chip = dict(zip(arrays, (sb(c) for c in cols)))
+        vals = {k: on_chip.get(k, v) for k, v in named.items()}
+        d = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.activate2(dst=d, op=op, data=sb(x), op0=op0, op1=op1, **vals, **kw)
+        return tile_out(d)
+    return simulate(kernel, x, *arrays.values(), target=target)
+
+
+# (op0, op1, reverse0, reverse1) -> the fp32 stage-1 formula from the docs' pseudocode
+STAGE1 = {
+    ("multiply", "add", False, False): lambda x, a, b: x * a + b,
+    ("multiply", "add", True, True): lambda x, a, b: b + a * x,
+    ("multiply", "subtract", False, False): lambda x, a, b: x * a - b,
+    ("multiply", "subtract", False, True): lambda x, a, b: b - x * a,
+    ("multiply", "bypass", False, False): lambda x, a, b: x * a,
+    ("add", "bypass", False, False): lambda x, a, b: x + a,
+    ("subtract", "bypass", False, False): lambda x, a, b: x - a,
+    ("subtract", "bypass", True, False): lambda x, a, b: a - x,
+    ("bypass", "bypass", False, False): lambda x, a, b: x,
+}
+
+
+@pytest.mark.parametrize("key", sorted(STAGE1), ids=lambda k: "-".join(map(str, k)))
+@pytest.mark.parametrize("column", [False, True])
+def test_activate2_tensor_scalar_stage_bit_for_bit(rng, key, column):
+    op0, op1, rev0, rev1 = key
+    x = (rng.standard_normal((8, 2, 5)) * 100).astype(F32)
+    a = rng.standard_normal((8, 1)).astype(F32) if column else F32(1.7)
+    b = rng.standard_normal((8, 1)).astype(F32) if column else F32(-0.3)
+    got = act2(x, nl.copy, a, b, getattr(nl, op0), getattr(nl, op1), reverse0=rev0, reverse1=rev1)
+    a3 = np.reshape(a, (-1, 1, 1)) if column else a
+    b3 = np.reshape(b, (-1, 1, 1)) if column else b
+    want = STAGE1[key](x, a3, b3).astype(F32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_activate2_doc_example_gelu_and_bf16(rng):
+    x = rng.uniform(-3, 3, (128, 64)).astype(F32)
+    got = act2(x, nl.gelu, 2.0, 0.5, nl.multiply, nl.add)
+    z = (x * F32(2) + F32(0.5)).astype(np.float64)
+    want = FORMULAS["gelu"](z)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    got16 = act2(x, nl.square, 2.0, 0.5, nl.multiply, nl.add, dst_dtype=BF16)
+    np.testing.assert_array_equal(got16.view(np.uint16), np.square(x * F32(2) + F32(0.5)).astype(BF16).view(np.uint16))
+
+
+def test_activate2_prelu_reads_relu_param(rng):
+    x = rng.standard_normal((4, 16)).astype(F32)
+    got = act2(x, nl.prelu, 1.0, 0.0, nl.multiply, nl.bypass, relu_param=0.25)
+    np.testing.assert_array_equal(got, np.where(x < 0, F32(0.25) * x, x))
+    alpha = np.array([[0.0], [0.5], [-1.0], [2.0]], F32)
+    got = act2(x, nl.prelu, 1.0, 0.0, nl.bypass, nl.bypass, relu_param=alpha, tiles=("relu_param",))
+    np.testing.assert_array_equal(got, np.where(x < 0, alpha * x, x))
+    np.testing.assert_array_equal(act2(x, nl.relu, 1.0, 0.0, nl.bypass, nl.bypass, relu_param=0.25),
+                                  np.maximum(x, 0))       # only prelu reads relu_param
+
+
+def _seq(fn, acc, v):
+    """The docs' loop: accumulator = reduce_op(accumulator, v[i]), in fp32, per partition."""
+    out = []
+    for row, a in zip(v, acc):
+        a = F32(a)
+        for e in row:
+            a = F32(fn(a, F32(e)))
+        out.append(a)
+    return np.array(out, F32)
+
+
+REDUCE2 = {"add": (nl.add, lambda a, e: a + e, 0.0), "maximum": (nl.maximum, max, -np.inf),
+           "minimum": (nl.minimum, min, np.inf),
+           "abs_max": (nl.abs_max, lambda a, e: a if abs(a) > abs(e) else e, 0.0),
+           "abs_min": (nl.abs_min, lambda a, e: a if abs(a) < abs(e) else e, np.inf)}
+
+
+@pytest.mark.parametrize("rname", sorted(REDUCE2))
+def test_activate2_reduce_ops_and_chaining(rng, rname):
+    tok, fn, ident = REDUCE2[rname]
+    x = (rng.standard_normal((4, 37)) * 1e3).astype(F32)
+    y = (rng.standard_normal((4, 11)) * 1e-3).astype(F32)
+
+    def kernel(x, y):
+        d1 = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        d2 = nl.ndarray(y.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r1 = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r2 = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.psum)
+        nisa.activate2(d1, nl.copy, sb(x), 1.0, 0.0, nl.bypass, nl.bypass, reduce_op=tok,
+                       reduce_res=r1, reduce_cmd=RC.reset_reduce)
+        nisa.activate2(d2, nl.copy, sb(y), -1.0, 0.0, nl.multiply, nl.bypass, reduce_op=tok,   # no reduce_res
+                       reduce_cmd=RC.reduce)
+        nisa.activation(d2, nl.copy, sb(y), reduce_res=r2)       # the shared accumulator, read out
+        return tile_out(r1, r2)
+    r1, r2 = simulate(kernel, x, y, target="trn3")
+    want1 = _seq(fn, np.full(4, ident), x)             # fp32 results, not the bf16 dst
+    np.testing.assert_array_equal(r1[:, 0], want1)
+    np.testing.assert_array_equal(r2[:, 0], _seq(fn, want1, -y))
+
+
+def test_activate2_reset_and_idle(rng):
+    x = rng.standard_normal((4, 8)).astype(F32)
+
+    def kernel(x):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = [nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf) for _ in range(3)]
+        nisa.activate2(d, nl.copy, sb(x), 1.0, 0.0, nl.bypass, nl.bypass, reduce_op=nl.add, reduce_res=r[0],
+                       reduce_cmd=RC.reset_reduce)
+        nisa.activate2(d, nl.copy, sb(x), 1.0, 0.0, nl.bypass, nl.bypass, reduce_res=r[1])          # idle
+        nisa.activate2(d, nl.copy, sb(x), 1.0, 0.0, nl.bypass, nl.bypass, reduce_op=nl.minimum,
+                       reduce_res=r[2], reduce_cmd=RC.reset)
+        return tile_out(tuple(r))
+    r0, r1, r2 = simulate(kernel, x, target="trn3")
+    np.testing.assert_array_equal(r0[:, 0], _seq(lambda a, e: a + e, np.zeros(4), x))
+    np.testing.assert_array_equal(r1, r0)
+    np.testing.assert_array_equal(r2, np.full((4, 1), np.inf, F32))
+
+
+def test_activate2_rules():
+    x = np.ones((2, 3), F32)
+    a2 = r"^nisa\.activate2: "
+    with pytest.raises(UnsupportedError, match=a2 + r"needs trn3 or newer, not supported on trn2" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.multiply, nl.add, target="trn2")
+    with pytest.raises(NkiError, match=a2 + r"\(op0, op1\) \(add, add\) is not supported; expected one of "
+                                        r"\(multiply, add\), \(multiply, subtract\), \(multiply, bypass\), "
+                                        r"\(add, bypass\), \(subtract, bypass\), \(bypass, bypass\)" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.add, nl.add)
+    with pytest.raises(NkiError, match=a2 + r"op1 add requires op0 to be set; op0 is bypass" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.bypass, nl.add)
+    with pytest.raises(NkiError, match=a2 + r"reverse0 requires op0 to be set; op0 is bypass" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, None, None, reverse0=True)
+    with pytest.raises(NkiError, match=a2 + r"reverse1 requires op1 to be set; op1 is bypass" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.multiply, nl.bypass, reverse1=True)
+    with pytest.raises(UnsupportedError, match=a2 + r"reduce_cmd=load_reduce is not supported \(no initial "
+                                                r"value\)" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.bypass, nl.bypass, reduce_op=nl.add, reduce_cmd=RC.load_reduce)
+    with pytest.raises(NkiError, match=a2 + r"reduce_cmd reduce needs a reduce_op" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.bypass, nl.bypass, reduce_cmd=RC.reduce)
+    with pytest.raises(NkiError, match=a2 + r"reduce_op subtract is not supported; expected one of add, maximum, "
+                                        r"minimum, abs_max, abs_min" + LOC):
+        act2(x, nl.copy, 1.0, 0.0, nl.bypass, nl.bypass, reduce_op=nl.subtract, reduce_cmd=RC.reset_reduce)
+    with pytest.raises(NkiError, match=a2 + r"op frobnicate is not an activation function" ):
+        act2(x, "frobnicate", 1.0, 0.0, nl.bypass, nl.bypass)
+    with pytest.raises(ShapeError, match=a2 + r"imm0 must be a scalar or a \(2, 1\) tensor, got shape \(2, 3\)" + LOC):
+        act2(x, nl.copy, x, 0.0, nl.multiply, nl.add)
+
+    def kernel(x, a, b):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activate2(d, nl.copy, sb(x), sb(a), sb(b, nl.bfloat16), nl.multiply, nl.add)
+    col = np.ones((2, 1), F32)
+    with pytest.raises(DtypeError, match=a2 + r"imm1 dtype bfloat16 does not match imm0 dtype float32; tensor "
+                                          r"immediates must have the same dtype" + LOC):
+        simulate(kernel, x, col, col, target="trn3")
+
+
+def test_activate2_event():
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+
+    def kernel(x, a):
+        d = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        r = nl.ndarray((2, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activate2(d, nl.exp, sb(x), sb(a), 0.5, nl.multiply, nl.add, reduce_op=nl.add,  # ev:act2
+                       reduce_res=r, reduce_cmd=RC.reset_reduce)
+        return tile_out(r)
+    with nkisim.trace.record() as events:
+        simulate(kernel, x, np.ones((2, 1), F32), target="trn3")
+    (e,) = [e for e in events if e.op == "activate2"]
+    assert (e.api, e.engine, e.location) == ("nisa.activate2", "scalar", line(__file__, "act2"))
+    assert roles(e.reads) == [("data", "sbuf", (2, 3), "float32", 24), ("imm0", "sbuf", (2, 1), "float32", 8)]
+    assert roles(e.writes) == [("dst", "sbuf", (2, 3), "bfloat16", 12), ("reduce_res", "sbuf", (2, 1), "float32", 8)]
+    assert {k: e.options[k] for k in ("op", "imm1", "op0", "op1", "reduce_op", "reduce_cmd")} == \
+        {"op": "exp", "imm1": 0.5, "op0": "multiply", "op1": "add", "reduce_op": "add", "reduce_cmd": "reset_reduce"}

@@ -211,3 +211,169 @@ def test_scan_misspelt_keyword_is_a_type_error():
         simulate(kernel, np.ones((4, 8), np.float32))
     assert str(info.value) == (f"nisa.tensor_tensor_scan() got an unexpected keyword argument 'revers0'; "
                                f"did you mean 'reverse0'? (test_scan.py:{lines[0]})")
+
+
+# ---- tensor_scalar_cumulative -------------------------------------------------------------------
+
+RCMD = nisa.reduce_cmd
+IDENT = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def cumulative_ref(src, imm0, op0, op1, init):
+    """The doc pseudocode, one fp32 scalar step at a time: reg = op1(op0(src[i], imm0), reg)."""
+    p, f = src.shape
+    out = np.empty((p, f), F32)
+    imm0 = np.broadcast_to(np.asarray(imm0, F32).reshape(-1, 1), (p, 1))
+    with np.errstate(all="ignore"):
+        for i in range(p):
+            r = F32(init[i])
+            for j in range(f):
+                r = FNS[op1](FNS[op0](F32(src[i, j]), imm0[i, 0]), r)
+                out[i, j] = r
+    return out
+
+
+def cumulative(src, op0, op1, imm0, imm1=None, dst_dtype=np.float32, src_dtype=None, target="trn2", **kw):
+    arrays = [v for v in (imm0, imm1) if isinstance(v, np.ndarray)]
+
+    def kernel(src, *cols):
+        it = iter(sb(c) for c in cols)
+        i0 = next(it) if isinstance(imm0, np.ndarray) else imm0
+        i1 = next(it) if isinstance(imm1, np.ndarray) else imm1
+        d = nl.ndarray(src.shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(dst=d, src=sb(src, src_dtype), op0=op0, op1=op1, imm0=i0, imm1=i1, **kw)
+        return tile_out(d)
+    return simulate(kernel, src, *arrays, target=target)
+
+
+def test_cumulative_doc_examples():
+    """The docs' examples on a (128, 64) tile of ones, with their NumPy goldens."""
+    src = np.ones((128, 64), F32)
+    col = np.ones((128, 1), F32)
+    zeros = np.zeros((128, 1), F32)
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.add, F32(0)), np.add.accumulate(src, axis=-1))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.multiply, F32(0)), np.ones_like(src))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.add, col), np.add.accumulate(src + col, axis=-1))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.multiply, col), np.multiply.accumulate(src + col, axis=-1))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.max, col), np.full_like(src, 2))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.add, col, col, reduce_cmd=RCMD.load_reduce),
+                                  np.add.accumulate(src + col, axis=-1) + col)
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.multiply, col, zeros, reduce_cmd=RCMD.load_reduce),
+                                  np.zeros_like(src))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.min, col, zeros, reduce_cmd=RCMD.load_reduce),
+                                  np.zeros_like(src))
+    np.testing.assert_array_equal(cumulative(src, nl.add, nl.add, F32(0), F32(2.0), reduce_cmd=RCMD.load_reduce),
+                                  np.add.accumulate(src, axis=-1) + 2)
+
+
+@pytest.mark.parametrize("imm1, cmd, offset", [(None, RCMD.reset_reduce, 64), (F32(1.0), RCMD.load_reduce, 65)])
+def test_cumulative_chain_continues_the_accumulator(imm1, cmd, offset):
+    """The docs' chain example: a second call with reduce_cmd=reduce starts where the first ended
+    (imm1 passed again and ignored)."""
+    src = np.ones((128, 64), F32)
+
+    def kernel(src):
+        s = sb(src)
+        d = nl.ndarray(src.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(dst=d, src=s, op0=nl.add, op1=nl.add, imm0=F32(0), imm1=imm1, reduce_cmd=cmd)
+        nisa.tensor_scalar_cumulative(dst=d, src=s, op0=nl.add, op1=nl.add, imm0=F32(0), imm1=imm1,
+                                      reduce_cmd=RCMD.reduce)
+        return tile_out(d)
+    np.testing.assert_array_equal(simulate(kernel, src), np.add.accumulate(src, axis=-1) + offset)
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+@pytest.mark.parametrize("op1", ["add", "subtract", "multiply", "maximum", "minimum"])
+@pytest.mark.parametrize("op0", ["add", "multiply", "subtract", "maximum"])
+def test_cumulative_matches_reference_bit_for_bit(monkeypatch, rng, op0, op1, fast):
+    monkeypatch.setenv("NKISIM_FAST_PATHS", fast)
+    src = (rng.standard_normal((5, 3, 7)) * rng.choice([1e-3, 1.0, 1e3], (5, 3, 7))).astype(F32)
+    if op1 == "multiply":
+        src = rng.uniform(0.5, 1.5, (5, 3, 7)).astype(F32)
+    imm0 = rng.standard_normal((5, 1)).astype(F32)
+    got = cumulative(src, getattr(nl, op0), getattr(nl, op1), imm0)
+    want = cumulative_ref(src.reshape(5, 21), imm0, op0, op1, np.full(5, IDENT[op1], F32)).reshape(5, 3, 7)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_cumulative_rounds_once_and_takes_small_ints(rng):
+    src = rng.integers(-100, 100, (4, 32)).astype(np.int16)
+    got = cumulative(src, nl.multiply, nl.add, F32(0.37), dst_dtype=BF16)
+    want = cumulative_ref(src.astype(F32), F32(0.37), "multiply", "add", np.zeros(4, F32)).astype(BF16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_cumulative_shares_the_vector_accumulator():
+    """reg ends in the VectorE accumulator, which tensor_scalar_reduce(reduce_cmd=reduce) continues."""
+    src = np.ones((4, 6), F32)
+
+    def kernel(src):
+        s = sb(src)
+        d = nl.ndarray(src.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(d, s, nl.multiply, nl.add, 2.0)        # reg = 12
+        r = nl.ndarray((4, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=s, op0=nl.multiply, operand0=1.0, reduce_op=nl.add, reduce_res=r,
+                                  reduce_cmd=RCMD.reduce)
+        return tile_out(r)
+    np.testing.assert_array_equal(simulate(kernel, src), np.full((4, 1), 18, F32))
+
+
+def test_cumulative_rules():
+    x = np.ones((2, 3), F32)
+    tsc = r"^nisa\.tensor_scalar_cumulative: "
+    with pytest.raises(DtypeError, match=tsc + r"src dtype int32 is not supported on trn2; expected one of bfloat16, "
+                                           r"float16, float32, float8_e4m3, float8_e5m2, uint8, uint16, int8, "
+                                           r"int16" + LOC):
+        cumulative(x, nl.add, nl.add, 0.0, src_dtype=nl.int32)
+    with pytest.raises(DtypeError, match=tsc + r"dst dtype uint32 is not supported on trn3; expected one of "
+                                           r"bfloat16, float16, float32, float8_e4m3, float8_e4m3fn, float8_e5m2, "
+                                           r"uint8, uint16, int8, int16" + LOC):
+        cumulative(x, nl.add, nl.add, 0.0, dst_dtype=nl.uint32, target="trn3")
+    with pytest.raises(NkiError, match=tsc + r"op1 divide is not a cumulative operator; expected one of add, "
+                                         r"subtract, multiply, maximum, minimum" + LOC):
+        cumulative(x, nl.add, nl.divide, 0.0)
+    with pytest.raises(DtypeError, match=tsc + r"op0 bitwise_and is a bitvec operator; only arithmetic operators "
+                                           r"are supported" + LOC):
+        cumulative(x, nl.bitwise_and, nl.add, 0.0)
+    with pytest.raises(NkiError, match=tsc + r"op0 abs is a unary operator; a binary operator is required" + LOC):
+        cumulative(x, nl.abs, nl.add, 0.0)
+    with pytest.raises(NkiError, match=tsc + r"reduce_cmd idle is not supported; expected one of reset_reduce, "
+                                         r"reduce, load_reduce" + LOC):
+        cumulative(x, nl.add, nl.add, 0.0, reduce_cmd=RCMD.idle)
+    with pytest.raises(NkiError, match=tsc + r"imm1 is required when reduce_cmd is load_reduce" + LOC):
+        cumulative(x, nl.add, nl.add, 0.0, reduce_cmd=RCMD.load_reduce)
+    with pytest.raises(ShapeError, match=tsc + r"dst has 4 elements per partition, src has 3 \(shapes \(2, 4\) vs "
+                                           r"\(2, 3\)\)" + LOC):
+        def kernel(x):
+            d = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar_cumulative(d, sb(x), nl.add, nl.add, 0.0)
+        simulate(kernel, x)
+
+    def kernel(x, c):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(d, sb(x), nl.add, nl.add, sb(c, nl.bfloat16))
+    with pytest.raises(DtypeError, match=tsc + r"imm0 dtype bfloat16 must be float32" + LOC):
+        simulate(kernel, x, np.ones((2, 1), F32))
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_cumulative_event_and_fast_path(monkeypatch, fast):
+    monkeypatch.setenv("NKISIM_FAST_PATHS", fast)
+    lines = []
+
+    def kernel(x):
+        t = sb(x)
+        d = nl.ndarray((4, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        lines.append(_next_line())
+        nisa.tensor_scalar_cumulative(dst=d, src=t, op0=nl.multiply, op1=nl.add, imm0=2.0)
+        return tile_out(d)
+    x = np.arange(32, dtype=F32).reshape(4, 8)
+    with nkisim.trace.record() as events:
+        got = simulate(kernel, x)
+    np.testing.assert_array_equal(got, np.cumsum(2 * x, axis=1).astype(BF16))
+    (e,) = [e for e in events if e.op == "tensor_scalar_cumulative"]
+    assert (e.api, e.engine, e.location) == ("nisa.tensor_scalar_cumulative", "vector", f"test_scan.py:{lines[0]}")
+    assert _operands(e.reads) == [("src", "sbuf", (4, 8), "float32", 128)]
+    assert _operands(e.writes) == [("dst", "sbuf", (4, 8), "bfloat16", 64)]
+    assert e.options == {"op0": "multiply", "op1": "add", "imm0": 2.0, "reduce_cmd": "reset_reduce"}
+    assert events.fast_paths["cumulative_accumulate"] == (1 if fast == "1" else 0)

@@ -14,7 +14,6 @@ import pytest
 
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
-from nkisim.errors import UnsupportedError
 from nkisim.language import tile as _tile
 from conftest import sbuf_copy, simulate
 
@@ -174,11 +173,3 @@ def test_signature_matches_the_doc_page(name):
     fn = getattr(nl, name)
     fn = _tile._FUNCS.get(name, fn) if isinstance(fn, type(nl.add)) else fn
     assert str(inspect.signature(fn))[1:-1] == SIGNATURES[name]
-
-
-@pytest.mark.parametrize("call", [lambda t: nl.dropout(t, 0.5), lambda t: nl.random_seed(t[0:1, 0:1])],
-                         ids=["dropout", "random_seed"])
-def test_random_functions_are_documented_but_not_simulated(call):
-    with pytest.raises(UnsupportedError, match=r"^nl\.\w+: random numbers are documented but not simulated "
-                                               r"by nkisim yet" + LOC):
-        run(call, X)

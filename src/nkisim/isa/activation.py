@@ -1,8 +1,10 @@
 """Scalar Engine activations: ``activation`` and ``activation_reduce`` (op(data * scale + bias)
-with an optional free-dim reduction into the per-partition ScalarE accumulator).
+with an optional free-dim reduction into the per-partition ScalarE accumulator), and ``activate2``
+(two tensor-scalar operations, then the function, then the optional reduction).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, activation_reduce, reduce_cmd) and
-nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu, dispatch.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activation, activation_reduce, activate2,
+reduce_cmd) and nki/api/nki.api.shared.rst (activation functions). Imports memory, checks, alu,
+dispatch.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, UnsupportedError
 from ..memory.access import read_f32, write
 from ..memory.tensor import NkiTensor
 from . import alu
@@ -154,4 +156,129 @@ def _activate(ins, dst, data, bias, scale, reduce_res):
         write(reduce_res, reduced.reshape(p, 1))
 
 
-__all__ = ["activation", "activation_reduce", "accumulator"]
+# ---- activate2 -------------------------------------------------------------------------------------
+
+_A2_REDUCE_OPS = ("add", "maximum", "minimum", "abs_max", "abs_min")   # "Supported: nl.add, ..."
+
+
+def _a2_function(op, opn):
+    """The activation function of activate2: ``alu.ACT``, or "prelu" (it reads relu_param)."""
+    return "prelu" if alu.op_name(op, opn, "op") == "prelu" else alu.lookup_act(op, opn, "op")
+
+
+def _a2_rules(ins, dst, op, data, imm0, imm1, op0, op1, relu_param, reverse0, reverse1, reduce_op,
+              reduce_res, reduce_cmd, name):
+    """activate2's rules (see its docstring): Passed(scalar, (function, op0 row, op1 row, reduce
+    row, reduce_cmd)); a bypass row is None."""
+    opn, t = ins.op, ins.target
+    if t.nc_version < 4:
+        raise UnsupportedError(opn, f"needs trn3 or newer, not supported on {t.name}")
+    fn = _a2_function(op, opn)
+    rows = [None if o is None else alu.lookup_alu(o, opn, what, t) for what, o in (("op0", op0), ("op1", op1))]
+    n0, n1 = ("bypass" if r is None else r.name for r in rows)
+    if n0 == "bypass" and n1 != "bypass":
+        raise ArgumentError(opn, f"op1 {n1} requires op0 to be set; op0 is bypass")
+    for what, rev, n in (("reverse0", reverse0, n0), ("reverse1", reverse1, n1)):
+        if rev and n == "bypass":
+            raise ArgumentError(opn, f"{what} requires op{what[-1]} to be set; op{what[-1]} is bypass")
+    if (n0, None if n1 == "bypass" else n1) not in t.act_tensor_scalar_ops:
+        pairs = ", ".join(f"({a}, {b or 'bypass'})" for a, b in t.act_tensor_scalar_ops)
+        raise ArgumentError(opn, f"(op0, op1) ({n0}, {n1}) is not supported; expected one of {pairs}")
+    rules.tiles(opn, t, dst=dst, data=data)
+    rules.same_tile(opn, "data", data, "dst", dst)
+    p = data.shape[0]
+    for what, v in (("imm0", imm0), ("imm1", imm1), ("relu_param", relu_param)):
+        rules.column(opn, what, v, p, t)
+    if isinstance(imm0, NkiTensor) and isinstance(imm1, NkiTensor) and imm0.dtype != imm1.dtype:
+        raise DtypeError(opn, f"imm1 dtype {_dt.name(imm1.dtype)} does not match imm0 dtype "
+                              f"{_dt.name(imm0.dtype)}; tensor immediates must have the same dtype")
+    cmd = as_enum(_cmd, reduce_cmd, opn)
+    if cmd is _cmd.load_reduce:
+        raise UnsupportedError(opn, "reduce_cmd=load_reduce is not supported (no initial value)")
+    reduce_row = None
+    if reduce_op is not None:
+        reduce_row = alu.lookup_alu(reduce_op, opn, "reduce_op", t)
+        if reduce_row.name not in _A2_REDUCE_OPS:
+            raise ArgumentError(opn, f"reduce_op {reduce_row.name} is not supported; expected one of "
+                                     f"{', '.join(_A2_REDUCE_OPS)}")
+    elif cmd is not _cmd.idle:
+        raise ArgumentError(opn, f"reduce_cmd {cmd.name} needs a reduce_op")
+    if reduce_res is not None:
+        rules.tensor(opn, "reduce_res", reduce_res)
+        rules.column(opn, "reduce_res", reduce_res, p, t)
+    bypass = (lambda r: None if r is None or r.name == "bypass" else r)
+    return Passed(_engine.scalar, (fn, bypass(rows[0]), bypass(rows[1]), reduce_row, cmd))
+
+
+def _a2_compute(ins, dst, op, data, imm0, imm1, op0, op1, relu_param, reverse0, reverse1, reduce_op,
+                reduce_res, reduce_cmd, name):
+    fn, row0, row1, reduce_row, cmd = ins.info
+    p = data.shape[0]
+    y = read_f32(data)
+    nd = y.ndim
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for row, imm, rev in ((row0, imm0, reverse0), (row1, imm1, reverse1)):
+            if row is not None:
+                a = column_f32(imm, nd)
+                y = np.asarray(row.fn(a, y) if rev else row.fn(y, a), F32)
+        if fn == "prelu":
+            y = np.where(y < 0, column_f32(relu_param, nd) * y, y).astype(F32, copy=False)
+        else:
+            y = np.asarray(fn(y.astype(F32, copy=False)), F32)
+    acc = accumulator(ins.core, "act", p)
+    if cmd in (_cmd.reset, _cmd.reset_reduce):
+        acc[:p] = reduce_row.identity
+    if cmd in (_cmd.reduce, _cmd.reset_reduce) and y.size:
+        acc[:p] = _reduce_sequential(reduce_row, acc[:p], pf(y))
+    reduced = acc[:p].copy()
+    write(dst, y)
+    if reduce_res is not None:
+        write(reduce_res, reduced.reshape(p, 1))
+
+
+def _reduce_sequential(row, acc, y):
+    """acc = row(acc, y[:, i]) for each i in order (the docs' loop), per partition, in fp32."""
+    if row.name == "add":       # np.add.accumulate adds left to right (np.add.reduce is pairwise)
+        return np.add.accumulate(np.concatenate((acc.reshape(-1, 1), y), axis=1), axis=1, dtype=F32)[:, -1]
+    if row.name in ("maximum", "minimum"):      # exact and order-free
+        return row.fn(acc, row.fn.reduce(y, axis=1))
+    r = acc
+    for i in range(y.shape[1]):
+        r = row.fn(r, y[:, i])
+    return r
+
+
+@instruction(reads=("data", "imm0", "imm1", "relu_param"), writes=("dst", "reduce_res"), rules=_a2_rules,
+             compute=_a2_compute)
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
+              reduce_op=None, reduce_res=None, reduce_cmd=_cmd.idle, name=None):
+    """dst = op((data op0 imm0) op1 imm1); optionally acc = reduce_op(acc, each fp32 result).
+
+    Stage 1: ``op0``/``op1`` one of the six documented pairs (multiply, add), (multiply,
+    subtract), (multiply, bypass), (add, bypass), (subtract, bypass), (bypass, bypass)
+    (``arch.act_tensor_scalar_ops``; ``None`` counts as bypass); ``reverse0`` computes
+    ``imm0 op0 data``, ``reverse1`` ``imm1 op1 t``; "op1 requires op0 to be set", "reverse0
+    requires op0 to be set; reverse1 requires op1 to be set" (ArgumentError). Stage 2: ``op`` any
+    function of ``isa.alu.ACT`` (as ``activation``, sin without range reduction included) or
+    ``nl.prelu``: x for x >= 0, relu_param * x below (Decision: the docs name relu_param "for
+    parameterized activation functions (e.g., PReLU)"; only prelu reads it). Stage 3: the
+    ScalarE accumulator (one fp32 value per partition, shared with ``activation``): ``reset`` and
+    ``reset_reduce`` set it to the identity of ``reduce_op``; ``reduce`` and ``reset_reduce`` fold
+    in each result of this call in element order (``accumulator = reduce_op(accumulator,
+    dst[i])``; Decision: the fp32 results, before rounding into dst, as ``activation``); ``idle``
+    leaves it. ``reduce_op``: add, maximum, minimum, abs_max, abs_min; a reducing ``reduce_cmd``
+    without one, or ``load_reduce`` (not documented here), raises. ``reduce_res`` (P, 1), when
+    given, receives the accumulator (Decision: one instruction; the docs say "an additional
+    instruction is emitted").
+    Shapes: data, dst (P, F...) same P (<= pmax) and elements per partition; imm0, imm1,
+    relu_param scalars or (P, 1) tensors. Dtypes: any; math in fp32, rounded once into dst.dtype;
+    tensor imm0 and imm1 of the same dtype. Buffers: SBUF or PSUM. Engine: Scalar, trn3 and newer
+    ("Available only on NeuronCore-v4 and newer"; UnsupportedError elsewhere).
+    Not simulated: ``.indirect()`` views for dst/data (raise as for any other op).
+    Raises: UnsupportedError, ArgumentError, ShapeError, MemorySpaceError, DtypeError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (activate2), nki/api/nki.api.shared.rst
+    (activation functions).
+    """
+
+
+__all__ = ["activation", "activation_reduce", "activate2", "accumulator"]

@@ -20,21 +20,8 @@ def _unsupported(stub):
 
 
 @_unsupported
-def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
-              reduce_op=None, reduce_res=None, reduce_cmd=_cmd.idle, name=None):
-    """Activation with two tensor-scalar operations and an optional reduction (Scalar engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """Indices of the nonzero elements of ``src`` and their count (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_cmd.reset_reduce, name=None):
-    """Tensor-scalar arithmetic with a cumulative reduction (Vector engine).
     Not simulated yet: raises UnsupportedError."""
 
 
@@ -53,23 +40,6 @@ def nc_n_gather(dst, data, indices, name=None):
 @_unsupported
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     """Cross-partition data movement within a quadrant of 32 partitions.
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def rng(dst, engine=_engine.vector, name=None):
-    """Pseudo random numbers (Vector or GpSimd engine). Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def rand2(dst, min, max, name=None):
-    """Uniformly distributed pseudo random numbers in [min, max) (Vector engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def dropout(dst, data, prob, name=None):
-    """Replace elements of ``data`` by zeros with probability ``prob`` (Vector engine).
     Not simulated yet: raises UnsupportedError."""
 
 
@@ -100,24 +70,6 @@ def sequence_bounds(dst, segment_ids, name=None):
 
 
 @_unsupported
-def set_rng_seed(src_seeds, name=None):
-    """Seed the Vector engine's pseudo random number generator. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
-def rand_set_state(src_seeds, engine=_engine.gpsimd, name=None):
-    """Set the engine's pseudo random number generator state. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
-def rand_get_state(dst, engine=_engine.gpsimd, name=None):
-    """Store the engine's pseudo random number generator state. Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
 def topk(val_dst, idx_dst, src, n, name=None):
     """The ``n`` largest values of ``src`` and their indices (GpSimd engine).
     Not simulated yet: raises UnsupportedError."""
@@ -135,7 +87,7 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
                                                       "by nkisim yet")
 
 
-__all__ = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-           "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
-           "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
+__all__ = ["nonzero_with_count", "local_gather", "nc_n_gather",
+           "nc_stream_shuffle", "dma_compute", "quantize_mx", "nc_matmul_mx",
+           "sequence_bounds", "topk",
            "builtin_custom_op"]

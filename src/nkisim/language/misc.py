@@ -1,5 +1,6 @@
 """Small ``nl`` helpers: ``ds``, ``NKIObject``, ``device_print``, ``no_reorder``, fp32/bf16 minima, and
-the documented random-number functions nkisim does not simulate (``dropout``, ``random_seed``)."""
+the random-number functions ``rand``, ``dropout``, ``random_seed`` (over ``isa.random``: the Vector
+engine's XORWOW lanes; see ``nisa.rng`` for what cannot match hardware bit for bit)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,9 +10,13 @@ import types
 import numpy as np
 
 from .. import state
-from ..errors import UnsupportedError
-from ..isa.dispatch import api_function
-from ..isa.dispatch import _unknown_keywords
+from ..errors import NkiError
+from ..isa import random as _random
+from ..isa.dispatch import Passed, _unknown_keywords, api_function, instruction
+from ..isa.enums import engine as _engine
+from ..memory import access
+from ..memory.buffers import sbuf
+from ..memory.tensor import NkiTensor
 from .creation import _Keywords, unknown_keyword
 
 
@@ -115,24 +120,99 @@ def no_reorder():
     yield
 
 
-@api_function("nl.dropout")
+def _rand_compute(ins, dst):
+    if dst.on_chip:
+        u = _random.uniform(_random.draw(ins.core, "vector", dst.shape[0], dst.free_size))
+    else:
+        pmax, n = ins.target.pmax, dst.size
+        u = _random.uniform(_random.draw(ins.core, "vector", pmax, -(-n // pmax))).reshape(-1)[:n]
+    access.write(dst, u.reshape(dst.shape))
+
+
+_ON_CHIP, _HBM = Passed(_engine.vector), Passed(_engine.dma)
+
+
+@instruction(api="nl.rand", op="rng", writes=("dst",), rules=lambda ins, dst: _ON_CHIP, compute=_rand_compute,
+             memo=False)
+def _rand_on_chip(dst):
+    """dst = uniform [0, 1) values from the Vector engine's PRNG (the instruction nl.rand issues)."""
+
+
+@instruction(api="nl.rand", op="dma_copy", writes=("dst",), rules=lambda ins, dst: _HBM, compute=_rand_compute,
+             memo=False)
+def _rand_hbm(dst):
+    """dst (HBM) = uniform [0, 1) values from the Vector engine's PRNG, moved by DMA."""
+
+
+def rand(shape, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:
+    """A new tensor of uniform random values in [0, 1) ("Values are sampled from a uniform
+    distribution between 0 and 1"), rounded once into ``dtype``.
+
+    The values are those of ``nisa.rand2(min=0, max=1)``: the top 24 bits of one Vector-engine
+    XORWOW word times 2**-24 (on every generation: Decision, the docs give no lowering); on chip,
+    partition i draws from Vector lane i; ``nl.random_seed`` (or ``nisa.set_rng_seed``) fixes
+    them. Decision (docs silent on how nl.rand lowers): one instruction, ``rng`` on the Vector
+    engine on chip; into HBM one ``dma_copy`` whose values come from the Vector lanes in turn
+    (element k of the flattened tensor from lane k // ceil(size / pmax)). Integer dtypes get the
+    rounded values (0 or 1). Raises: ShapeError, DtypeError, CapacityError, TypeError (unknown
+    keyword). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (rand).
+    """
+    if kw:
+        unknown_keyword("nl.rand", rand, kw)
+    t = access.allocate(shape, dtype, buffer, name, op="nl.rand", fill=False)
+    (_rand_on_chip if t.on_chip else _rand_hbm)(t)
+    return t
+
+
+def _dropout_rules(ins, dst, x, rate):
+    return _random.dropout_rules(ins.op, ins.target, dst, x, rate, same_dtype=False, names=("x", "rate"))
+
+
+def _dropout_compute(ins, dst, x, rate):
+    _random.dropout_compute(ins, dst, x, rate)
+
+
+@instruction(api="nl.dropout", op="dropout", reads=("x", "rate"), writes=("dst",), rules=_dropout_rules,
+             compute=_dropout_compute)
+def _dropout(dst, x, rate):
+    """nisa.dropout's instruction, with dst in any dtype (nl.dropout's ``dtype``)."""
+
+
+def _dropout_placeholder(x, rate, dtype=None):
+    try:
+        return access.allocate(x.shape, dtype or x.dtype, sbuf, "", op="nl.dropout")
+    except (NkiError, AttributeError):
+        return None
+
+
+@api_function("nl.dropout", fallback=_dropout_placeholder)
 def dropout(x, rate, dtype=None):
-    """Randomly zero elements of ``x`` with probability ``rate`` (a scalar or an (x.shape[0], 1)
-    tile). Not simulated (like nisa.dropout, random numbers are not): raises UnsupportedError;
-    an unknown keyword raises TypeError. Source: aws-neuron-sdk nki/api/nki/language/__init__.py
-    (dropout)."""
-    raise UnsupportedError("nl.dropout", "random numbers are documented but not simulated by nkisim yet")
+    """A new SBUF tile: ``x`` with each element zeroed with probability ``rate`` (a scalar in [0, 1]
+    or an (x.shape[0], 1) tile of per-partition rates), the others unchanged, rounded once into
+    ``dtype`` (default ``x.dtype``). One ``nisa.dropout`` instruction (Decision: with another
+    ``dtype`` still one instruction, the rounding on its write; survivors are not rescaled, as
+    ``nisa.dropout``). Raises: the rules of nisa.dropout (naming nl.dropout), TypeError (unknown
+    keyword). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (dropout).
+    """
+    from ..checks import rules
+    rules.tensor("nl.dropout", "x", x)
+    out = access.allocate(x.shape, dtype or x.dtype, sbuf, "", op="nl.dropout", fill=False)
+    _dropout(out, x, rate)
+    return out
 
 
 @api_function("nl.random_seed")
 def random_seed(seed):
-    """Set the seed of ``nl.rand`` from a (1, 1) SBUF/PSUM tile. Not simulated (random numbers are
-    not): raises UnsupportedError. Source: aws-neuron-sdk nki/api/nki/language/__init__.py
-    (random_seed)."""
-    raise UnsupportedError("nl.random_seed", "random numbers are documented but not simulated by nkisim yet")
+    """Seed the random numbers of ``nl.rand`` (and of every Vector-engine draw) from a (1, 1)
+    SBUF/PSUM tile holding a 32-bit value: one ``nisa.set_rng_seed`` ("Using the same seed will
+    generate the same sequence of random numbers when used with rand()"). Raises: the rules of
+    nisa.set_rng_seed. Source: aws-neuron-sdk nki/api/nki/language/__init__.py (random_seed).
+    """
+    from ..isa.random import set_rng_seed
+    set_rng_seed(seed)
 
 
 fp32 = types.SimpleNamespace(min=float(np.float32(-3.4028235e38)), max=float(np.float32(3.4028235e38)))
 bfp16 = types.SimpleNamespace(min=-3.3895313892515355e38, max=3.3895313892515355e38)
 
-__all__ = ["ds", "NKIObject", "device_print", "no_reorder", "fp32", "bfp16", "dropout", "random_seed"]
+__all__ = ["ds", "NKIObject", "device_print", "no_reorder", "fp32", "bfp16", "rand", "dropout", "random_seed"]
