@@ -145,23 +145,19 @@ class World:
             seen, since = None, time.monotonic()
             try:
                 while True:
-                    if self.cancelled or (sync is not None and sync.cancelled):
-                        raise CoreStopped
-                    if len(box) == len(parts):
+                    if len(box) == len(parts):       # complete: taken even if a rank failed since
                         taken = self.taken.setdefault(key, set())
                         taken.add(me)
                         if len(taken) == len(parts):
                             del self.posts[key], self.taken[key]
                         return dict(box)
+                    if self.cancelled or (sync is not None and sync.cancelled):
+                        raise CoreStopped
                     missing = [p for p in parts if p not in box]
-                    for p in missing:
-                        if self._has_finished(p, rank, sync):
-                            raise DeadlockError(op, f"{_who(me, self.lnc)} waits at {op} with ranks "
-                                                    f"{list(members)} but {_who(p, self.lnc)} finished the "
-                                                    f"kernel without reaching it", where=where)
                     stuck = self._blocked(rank, sync)
-                    if me in stuck and me == min(stuck):
-                        raise DeadlockError(op, self._describe_stuck(me, missing, members), where=where)
+                    if stuck is not None and me in stuck and me == min(stuck):
+                        raise DeadlockError(op, self._describe_stuck(me, missing, members, rank, sync),
+                                            where=where)
                     progress = tuple(getattr(self.seats[p[0]].core_of(p[1]), "seq", None) for p in missing)
                     now = time.monotonic()
                     if progress != seen:
@@ -181,11 +177,15 @@ class World:
         # a core of this rank that ended before the world heard of it (LNC2 Rendezvous knows)
         return p[0] == my_rank and sync is not None and sync.finished[p[1]]
 
-    def _blocked(self, my_rank: int, sync) -> set:
-        """Waiting participants that can never leave: not every participant they wait for can
-        progress (a running participant may still arrive; a finished one never will)."""
-        progress = {(r, c) for r in range(self.num_ranks) for c in range(self.lnc)
-                    if (r, c) not in self.waiting and not self._has_finished((r, c), my_rank, sync)}
+    def _blocked(self, my_rank: int, sync):
+        """None while some participant runs (it may still arrive or block: Decision: a deadlock
+        is reported only once every participant finished or waits, so the report does not depend
+        on timing); else the waiting participants that can never leave (one they wait for is
+        finished or can never leave itself)."""
+        everyone = [(r, c) for r in range(self.num_ranks) for c in range(self.lnc)]
+        if any(p not in self.waiting and not self._has_finished(p, my_rank, sync) for p in everyone):
+            return None
+        progress: set = set()
         changed = True
         while changed:
             changed = False
@@ -198,16 +198,17 @@ class World:
                     changed = True
         return set(self.waiting) - progress
 
-    def _describe_stuck(self, me, missing, members) -> str:
+    def _describe_stuck(self, me, missing, members, my_rank, sync) -> str:
         op = self.waiting[me][2]
+        gone = [p for p in missing if self._has_finished(p, my_rank, sync)]
+        if gone:
+            who = ", ".join(_who(p, self.lnc) for p in gone)
+            return (f"{_who(me, self.lnc)} waits at {op} with ranks {list(members)} but {who} finished the "
+                    f"kernel without reaching it")
         what = []
         for p in missing:
-            w = self.waiting.get(p)
-            if w is None:
-                what.append(f"{_who(p, self.lnc)} finished the kernel")
-            else:
-                what.append(f"{_who(p, self.lnc)} waits at {w[2]} ({w[3]}) with ranks "
-                            f"{sorted({q[0] for q in w[1]})}")
+            w = self.waiting[p]
+            what.append(f"{_who(p, self.lnc)} waits at {w[2]} ({w[3]}) with ranks {sorted({q[0] for q in w[1]})}")
         return (f"{_who(me, self.lnc)} waits at {op} with ranks {list(members)} but " + "; ".join(what)
                 + ": every rank must issue the same collectives in the same order")
 
@@ -318,7 +319,7 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
             me.spawned = True
             me.thread.start()
         for me in threads:
-            while not me.done.wait(0.05):
+            while not me.done.wait(0.05) and not world.cancelled:
                 pass
     except BaseException:
         world.cancel()
