@@ -220,11 +220,21 @@ def _exchange(ins, seat, members, sig: str, dsts, gather, deliver):
         deliver({p: v[3] for p, v in posts.items()}, False)
         return
     posts = world.meet(core, seat.rank, ins.op, channel, members, (ins.op, sig, where, key), where)
+    _next_epoch(core)
     _validate(ins, posts, members, world.lnc, where)
     data = world.meet(core, seat.rank, ins.op, channel + ("data",), members, gather(), where)
     skip = me[1] == 1 and posts[(seat.rank, 0)][3] == key
     deliver(data, skip)
     world.meet(core, seat.rank, ins.op, channel + ("done",), members, None, where)
+    _next_epoch(core)
+
+
+def _next_epoch(core) -> None:
+    """Both cores of an LNC2 rank met (like a core_barrier): a new race-check epoch."""
+    sync = core.launch.sync
+    if sync is not None:
+        with sync.cond:
+            sync.rounds[core.core_id] += 1
 
 
 def _validate(ins, posts, members, lnc, where):

@@ -708,3 +708,53 @@ def test_events_of_collectives():
         ("dsts[0]", "shared_hbm", (4, 8), "float32", 128)]
     assert ag.options == {"replica_group": "ReplicaGroup([[0, 1]])", "collective_dim": 0, "priority": None,
                           "rank": 0, "ranks": [0, 1]}
+
+
+def test_a_rank_that_fails_stops_the_waiting_ranks_and_its_error_is_raised():
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if ncc.rank_id() == 1:
+            nisa.dma_copy(dst=out, src=x[0:1])          # a shape error on rank 1 only
+        ncc.all_reduce(srcs=[x], dsts=[out], replica_group=G2, op=nl.add)
+        return out
+    t0 = time.monotonic()
+    with pytest.raises(ShapeError) as info:
+        _ranks(kernel, 2, np.zeros((2, 2), F32), barrier_timeout_s=30)
+    assert time.monotonic() - t0 < 10
+    assert str(info.value).startswith("nisa.dma_copy: ")
+    assert "(raised on rank 1)" in getattr(info.value, "__notes__", [])
+
+
+def test_a_rank_blocked_behind_a_computing_rank_does_not_time_out():
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        me = int(ncc.rank_id())
+        if me == 2:
+            t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            end = time.monotonic() + 1.0            # busy issuing instructions past the timeout
+            while time.monotonic() < end:
+                nisa.dma_copy(dst=t, src=x)
+        if me in (1, 2):                            # rank 1 waits for rank 2 ...
+            ncc.all_reduce(srcs=[x], dsts=[out], replica_group=RG([[1, 2], [0]]), op=nl.add)
+        if me in (0, 1):                            # ... and rank 0 for rank 1
+            ncc.all_reduce(srcs=[x], dsts=[out], replica_group=RG([[0, 1], [2]]), op=nl.add)
+        return out
+    xs = _inputs(3, (2, 2))
+    got = _ranks(kernel, 3, nki.per_rank(xs), barrier_timeout_s=0.3)
+    np.testing.assert_array_equal(got[2], xs[1] + xs[2])
+    np.testing.assert_array_equal(got[0], xs[0] + xs[1])
+
+
+def test_lnc2_cores_filling_halves_before_a_collective_is_no_race():
+    def kernel(x, group):
+        me = nl.program_id(0)
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        h = x.shape[0] // 2
+        nisa.dma_copy(dst=src[me * h:(me + 1) * h], src=x[me * h:(me + 1) * h])
+        out = nl.ndarray((2 * x.shape[0], x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        ncc.all_gather(srcs=[src], dsts=[out], replica_group=group, collective_dim=0)
+        return out
+    xs = _inputs(2, (4, 3))
+    got = _ranks(kernel, 2, nki.per_rank(xs), G2, lnc=2, detect_races=True, uninitialized_reads="raise")
+    for r in range(2):
+        np.testing.assert_array_equal(got[r], np.concatenate(xs))

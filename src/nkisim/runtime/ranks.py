@@ -93,10 +93,13 @@ class World:
     have posted. Participants are every core of every rank in ``members`` (Decision: under LNC2
     a collective is an instruction of the logical core, so both cores of each rank issue it).
     A waiting core raises DeadlockError (never hangs) when the collective can never complete:
-    at once when a participant finished its kernel without reaching it, or when every
-    participant it waits for is itself blocked at another collective (Decision: the lowest
-    blocked rank reports, so the message does not depend on timing); after ``timeout`` seconds
-    in which no missing participant issued an instruction (a rank still computing is progressing)."""
+    once every participant of the launch either finished its kernel or waits, the waiters that
+    can never leave (one they wait for finished, or waits for a collective that can never
+    complete itself) are deadlocked, and the lowest of them reports (Decision: the report waits
+    for that quiet state, so which rank reports and the message do not depend on timing); and
+    after ``timeout`` seconds in which no rank issued an instruction or reached a collective (a
+    rank still computing is progressing; a Python loop issuing nothing is not), the lowest
+    waiting core reports."""
 
     def __init__(self, num_ranks: int, lnc: int, timeout: float):
         self.num_ranks, self.lnc, self.timeout = num_ranks, lnc, timeout
@@ -107,6 +110,7 @@ class World:
         self.taken: dict = {}          # (channel, round) -> participants that took the result
         self.waiting: dict = {}        # participant -> (key, parts, op, where)
         self.finished: set = set()     # participants whose kernel body ended
+        self.posted = 0                # posts so far (progress)
         self.cancelled = False
 
     def cancel(self) -> None:
@@ -140,6 +144,7 @@ class World:
             key = (channel, r)
             box = self.posts.setdefault(key, {})
             box[me] = payload
+            self.posted += 1
             self.cond.notify_all()
             self.waiting[me] = (key, parts, op, where)
             seen, since = None, time.monotonic()
@@ -158,18 +163,28 @@ class World:
                     if stuck is not None and me in stuck and me == min(stuck):
                         raise DeadlockError(op, self._describe_stuck(me, missing, members, rank, sync),
                                             where=where)
-                    progress = tuple(getattr(self.seats[p[0]].core_of(p[1]), "seq", None) for p in missing)
+                    progress = self._progress()
                     now = time.monotonic()
                     if progress != seen:
                         seen, since = progress, now
-                    elif now - since >= self.timeout:
-                        who = ", ".join(_who(p, self.lnc) for p in missing)
-                        raise DeadlockError(op, f"{_who(me, self.lnc)} waits at {op} with ranks {list(members)} "
-                                                f"but {who} issued no instruction for {self.timeout:g} s "
-                                                f"without reaching it", where=where)
+                    elif now - since >= self.timeout and me == min(self.waiting):
+                        raise DeadlockError(op, self._describe_timeout(me, missing, members), where=where)
                     self.cond.wait(_POLL_S)
             finally:
                 self.waiting.pop(me, None)
+
+    def _progress(self) -> tuple:
+        """What changes while any rank progresses: every core's instruction count, the posts."""
+        return (self.posted, *(getattr(seat.core_of(c), "seq", None) for seat in self.seats
+                               for c in range(self.lnc)))
+
+    def _describe_timeout(self, me, missing, members) -> str:
+        what = []
+        for p in missing:
+            w = self.waiting.get(p)
+            what.append(f"{_who(p, self.lnc)} issued no instruction for {self.timeout:g} s without reaching it"
+                        if w is None else f"{_who(p, self.lnc)} waits at {w[2]} ({w[3]})")
+        return f"{_who(me, self.lnc)} waits at {self.waiting[me][2]} with ranks {list(members)} but " + "; ".join(what)
 
     def _has_finished(self, p, my_rank: int, sync) -> bool:
         if p in self.finished:
