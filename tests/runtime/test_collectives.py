@@ -693,7 +693,7 @@ def test_events_of_collectives():
         lines.append(_next_line())
         ncc.all_gather(srcs=[x], dsts=[out], replica_group=group, collective_dim=0)
         lines.append(_next_line())
-        reg = ncc.rank_id()
+        ncc.rank_id()
         return out
     with nkisim.trace.record() as events:
         _ranks(kernel, 2, np.zeros((2, 8), F32), G2)

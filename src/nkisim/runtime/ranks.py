@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import state, trace
 from ..config import SIMULATE_OPTIONS, Settings
-from ..errors import DeadlockError, NkiError, RaceError, kernel_location
+from ..errors import DeadlockError, NkiError, RaceError
 from .cores import CoreStopped, _CoreThread, _stop_threads
 from . import launch as _launch
 
