@@ -758,3 +758,14 @@ def test_lnc2_cores_filling_halves_before_a_collective_is_no_race():
     got = _ranks(kernel, 2, nki.per_rank(xs), G2, lnc=2, detect_races=True, uninitialized_reads="raise")
     for r in range(2):
         np.testing.assert_array_equal(got[r], np.concatenate(xs))
+
+
+def test_launch_arguments_are_checked():
+    with pytest.raises(ValueError, match=r"^nki\.simulate: ranks must be a positive integer, got 0$"):
+        nki.simulate(ar_hbm, ranks=0)(np.zeros((2, 2), F32), G2)
+    with pytest.raises(ValueError, match=r"^per_rank: 3 values given for 2 ranks$"):
+        nki.simulate(ar_hbm, ranks=2)(nki.per_rank([np.zeros((2, 2), F32)] * 3), G2)
+    with pytest.raises(ValueError, match=r"^nkisim\.simulate_ranks: 1 inputs given for 2 ranks$"):
+        nkisim.simulate_ranks(ar_hbm, 2, [{"x": np.zeros((2, 2), F32), "group": G2}])
+    with pytest.raises(TypeError, match=r"^nkisim\.simulate_ranks: unknown option\(s\) \['colour'\]"):
+        nkisim.simulate_ranks(ar_hbm, 2, {"x": np.zeros((2, 2), F32), "group": G2}, colour=1)
