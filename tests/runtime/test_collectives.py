@@ -769,3 +769,26 @@ def test_launch_arguments_are_checked():
         nkisim.simulate_ranks(ar_hbm, 2, [{"x": np.zeros((2, 2), F32), "group": G2}])
     with pytest.raises(TypeError, match=r"^nkisim\.simulate_ranks: unknown option\(s\) \['colour'\]"):
         nkisim.simulate_ranks(ar_hbm, 2, {"x": np.zeros((2, 2), F32), "group": G2}, colour=1)
+
+
+def test_a_list_argument_is_located_at_the_callers_line():
+    with pytest.raises(nkisim.errors.KernelArgumentError) as info:
+        line = _next_line()
+        nki.simulate(permute, ranks=2)(np.zeros((2, 2), F32), [(0, 1)])
+    assert str(info.value) == (f"kernel argument: argument 'pairs' is a list; NKI kernels do not take list "
+                               f"arguments: pass a tuple instead (test_collectives.py:{line})")
+
+
+def test_a_plain_lnc2_launch_is_one_rank_of_two_cores():
+    x = _inputs(1, (4, 4))[0]
+    np.testing.assert_array_equal(nki.simulate(ar_hbm)[2](x, RG([[0]])), x)
+
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if nl.program_id(0) == 1:
+            ncc.all_reduce(srcs=[x], dsts=[out], replica_group=RG([[0]]), op=nl.add)
+        return out
+    with pytest.raises(DeadlockError, match=r"^ncc\.all_reduce: rank 0 \(core 1\) waits at ncc\.all_reduce with "
+                                            r"ranks \[0\] but rank 0 \(core 0\) finished the kernel without "
+                                            r"reaching it"):
+        nki.simulate(kernel, barrier_timeout_s=30)[2](x)

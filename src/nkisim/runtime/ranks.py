@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import state, trace
 from ..config import SIMULATE_OPTIONS, Settings
-from ..errors import DeadlockError, NkiError, RaceError
+from ..errors import DeadlockError, NkiError, RaceError, kernel_location
 from .cores import CoreStopped, _CoreThread, _stop_threads
 from . import launch as _launch
 
@@ -288,6 +288,7 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
     if not isinstance(num_ranks, int) or isinstance(num_ranks, bool) or num_ranks < 1:
         raise ValueError(f"nki.simulate: ranks must be a positive integer, got {num_ranks!r}")
     world = World(num_ranks, lnc, settings.barrier_timeout_s)
+    caller = kernel_location(2)
     backs = [[] for _ in range(num_ranks)]
     per_args = []
     for r in range(num_ranks):
@@ -312,7 +313,7 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
             results[r] = _launch.run(func, a, k, lnc=lnc, program_ndim=program_ndim, settings=settings,
                                      seat=world.seats[r])
         except BaseException as exc:  # re-raised in the caller's thread below
-            errors[r] = exc
+            errors[r] = _located(exc, caller)
             world.cancel()
         finally:
             me.leave()
@@ -360,6 +361,14 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
             if orig.shape == mine.shape and orig.tobytes() != mine.tobytes():
                 np.copyto(orig, mine)
     return results
+
+
+def _located(exc, caller: str):
+    """An error of a rank's argument binding (raised in the rank's thread, where no kernel frame
+    is on the stack) located at the caller's line, as a plain launch's is."""
+    if isinstance(exc, NkiError) and exc.where.startswith("threading.py:") and type(exc).__init__ is NkiError.__init__:
+        return type(exc)(exc.op, exc.what, where=caller)
+    return exc
 
 
 class RankSimulated:
