@@ -7,6 +7,7 @@ so everything heavier loads on first attribute access.
 __version__ = "0.1.0"
 
 _LAZY = {"simulate": "nkisim.runtime", "jit": "nkisim.runtime", "simulate_kernel": "nkisim.runtime",
+         "simulate_ranks": "nkisim.runtime.ranks", "per_rank": "nkisim.runtime.ranks",
          "Settings": "nkisim.config", "errors": "nkisim.errors"}
 
 
@@ -18,4 +19,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'nkisim' has no attribute {name!r}")
 
 
-__all__ = ["simulate", "jit", "simulate_kernel", "Settings", "__version__"]
+__all__ = ["simulate", "jit", "simulate_kernel", "simulate_ranks", "per_rank", "Settings", "__version__"]

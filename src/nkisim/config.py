@@ -182,8 +182,8 @@ class Settings:
               "(default 1; results are bit-identical either way)",
         env=("NKISIM_FAST_PATHS",), parse=_flag)
     barrier_timeout_s: float = _knob(
-        30.0, "longest wait at an LNC2 sync point, in seconds, while the other core issues no "
-              "instruction, before `DeadlockError` (default 30)")
+        30.0, "longest wait at an LNC2 sync point or a collective, in seconds, while no other core "
+              "or rank issues an instruction, before `DeadlockError` (default 30)")
     max_loop_iterations: int = _knob(
         1_000_000, "most iterations of one dynamic loop (`while reg:`, `nl.while_loop`, "
                    "`nl.dynamic_range`, `nl.fori_loop`) before `LoopLimitError`, a positive integer "

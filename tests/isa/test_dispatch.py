@@ -48,8 +48,8 @@ def test_every_nisa_function_is_one_spec():
 
 def test_specs_have_documented_signatures_and_docstrings():
     for api, spec in dispatch.SPECS.items():
-        assert api.startswith(("nisa.", "nl.")), api
-        assert spec.writes or spec.reads or api.startswith("nisa.") , api
+        assert api.startswith(("nisa.", "nl.", "ncc.")), api
+        assert spec.writes or spec.reads or api.startswith(("nisa.", "ncc.")), api
         fn_sig = spec.signature
         assert all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in fn_sig.parameters.values())
     for name in nisa.__all__:

@@ -461,8 +461,8 @@ class _KeywordCheck:
 
 def _event(ins: Ins) -> Instruction:
     spec, args, core = ins.spec, ins.args, ins.core
-    reads = tuple(o for r in spec.reads if (o := operand(r, args[spec.index[r]])) is not None)
-    writes = tuple(o for r in spec.writes if (o := operand(r, args[spec.index[r]])) is not None)
+    reads = tuple(o for r in spec.reads for o in _role_operands(r, args[spec.index[r]]))
+    writes = tuple(o for r in spec.writes for o in _role_operands(r, args[spec.index[r]]))
     # an indirect (gathered / scattered) operand also reads its index tile: role "<role>.index"
     indexes = tuple(operand(f"{r}.index", a.index) for r in (*spec.reads, *spec.writes)
                     if isinstance(a := args[spec.index[r]], IndirectTensor))
@@ -473,7 +473,7 @@ def _event(ins: Ins) -> Instruction:
     # ``operand0=2.0``, an ``offset=3``) is an option too, one left at None is not
     options = {n: plain(a) for n, a in zip(spec.names, args)
                if n != "name" and not isinstance(a, (NkiTensor, IndirectTensor))
-               and not (a is None and n in roles)}
+               and not ((a is None or _role_operands(n, a)) and n in roles)}
     if ins.extra:
         options.update(ins.extra)
     eng = ins.engine
@@ -481,6 +481,15 @@ def _event(ins: Ins) -> Instruction:
                        engine=eng.name if isinstance(eng, _engine) else str(eng),
                        core=core.core_id, seq=ins.seq, location=kernel_location(3),
                        reads=reads, writes=writes, options=options)
+
+
+def _role_operands(role: str, a) -> tuple:
+    """The event operands of one role: a tensor, or each tensor of a (nested) list of them
+    (``srcs[0]``, ``srcs_by_channel[1][0]``: the collectives' list parameters)."""
+    if isinstance(a, (list, tuple)):
+        return tuple(o for i, x in enumerate(a) for o in _role_operands(f"{role}[{i}]", x))
+    o = operand(role, a)
+    return () if o is None else (o,)
 
 
 def operand(role: str, t) -> Operand | None:

@@ -5,7 +5,9 @@ from nkisim.runtime.kernel import Kernel, jit, simulate, simulate_kernel as _sim
 from nkisim.dtypes import float32 as _f32
 import numpy as _np
 
-from . import compiler, isa, language, simulator, tensor, typing  # noqa: F401
+from nkisim.runtime.ranks import per_rank, simulate_ranks
+
+from . import collectives, compiler, isa, language, simulator, tensor, typing  # noqa: F401
 
 dtype = _np.dtype
 
@@ -29,4 +31,4 @@ baremetal = benchmark = profile = jit
 
 __all__ = ["jit", "simulate", "simulate_kernel", "cpu_simulate", "Kernel", "tensor", "dtype", "trace",
            "baremetal", "benchmark", "profile", "language", "isa", "typing", "compiler", "simulator",
-           "NkiError"]
+           "NkiError", "collectives", "per_rank", "simulate_ranks"]

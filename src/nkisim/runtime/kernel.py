@@ -109,10 +109,18 @@ def simulate(kernel, **options) -> Callable:
     return normally), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
     results are bit-identical). The options are the knobs of ``config.KNOBS`` that have one; an
     option given is not read from the environment. Unknown options raise TypeError.
+
+    ``ranks=N`` runs N ranks of the kernel together (``nki.collectives``): the call returns the
+    list of every rank's results; ``nki.per_rank(values)`` marks an argument that differs
+    between ranks (see ``runtime.ranks.run_ranks``).
     """
+    ranks = options.pop("ranks", None)
     bad = set(options) - set(_SIM_OPTIONS)
     if bad:
         raise TypeError(f"nki.simulate: unknown option(s) {sorted(bad)}; expected {list(_SIM_OPTIONS)}")
+    if ranks is not None:
+        from .ranks import RankSimulated
+        return RankSimulated(kernel, ranks, options)
     return _Simulated(kernel, options)
 
 

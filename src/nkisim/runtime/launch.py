@@ -393,9 +393,13 @@ def _with_keywords(func):
 
 
 def _finish_core(core) -> None:
-    """When a core's kernel body returns: check its on-chip capacity over the whole run."""
+    """When a core's kernel body returns: check its on-chip capacity over the whole run (and tell
+    a multi-rank launch's World that this core will issue no more collectives)."""
     if core.memory is not None:
         core.memory.check(record=core.launch.record)
+    seat = getattr(core.launch, "seat", None)
+    if seat is not None:
+        seat.core_finished(core.core_id)
 
 
 def _report(func, found) -> None:
@@ -461,8 +465,10 @@ def _def_site(func) -> str:
 
 
 def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
-        settings: Settings | None = None, findings: list | None = None):
+        settings: Settings | None = None, findings: list | None = None, seat=None):
     """Simulate ``func(*args, **kwargs)`` on ``lnc`` cores; return its outputs as caller arrays.
+
+    ``seat`` (a ``runtime.ranks.RankSeat``) makes this launch one rank of a multi-rank launch.
 
     Arrays become HBM tensors (in place where possible, see ``access.wrap_array``); a kernel that
     raises leaves the caller's arrays exactly as they were; after success, its writes to its
@@ -488,12 +494,14 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
                                           f"{target.name} has {target.lnc_max}", where=_def_site(func))
     with np.errstate(all="ignore"):
-        return _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings)
+        return _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat)
 
 
-def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings):
+def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat=None):
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
+    if seat is not None:
+        launch.seat, seat.launch = seat, launch
     launch.recording = trace.active()
     launch.param_names = _names_of(user_func)
     if launch.recording is not None:
@@ -520,6 +528,8 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings):
         with _gc_paused(settings.fast_paths):
             if lnc == 1:
                 core = state.CoreState(launch, 0)
+                if seat is not None:
+                    seat.attach(core)
                 token = state.current.set(core)
                 try:
                     result = func(*args, **kwargs)
