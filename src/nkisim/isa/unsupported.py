@@ -27,32 +27,8 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 
 
 @_unsupported
-def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
-    """Indices of the nonzero elements of ``src`` and their count (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_cmd.reset_reduce, name=None):
     """Tensor-scalar arithmetic with a cumulative reduction (Vector engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
-    """Gather SBUF data in ``src_buffer`` by ``index`` within groups of partitions (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def nc_n_gather(dst, data, indices, name=None):
-    """Gather elements of ``data`` by ``indices`` within each partition (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    """Cross-partition data movement within a quadrant of 32 partitions.
     Not simulated yet: raises UnsupportedError."""
 
 
@@ -94,12 +70,6 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
 
 
 @_unsupported
-def sequence_bounds(dst, segment_ids, name=None):
-    """Sequence bounds of a set of segment ids (GpSimd engine). Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
 def set_rng_seed(src_seeds, name=None):
     """Seed the Vector engine's pseudo random number generator. Not simulated yet: raises
     UnsupportedError."""
@@ -135,7 +105,5 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
                                                       "by nkisim yet")
 
 
-__all__ = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-           "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
-           "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
-           "builtin_custom_op"]
+__all__ = ["activate2", "tensor_scalar_cumulative", "rng", "rand2", "dropout", "dma_compute", "quantize_mx",
+           "nc_matmul_mx", "set_rng_seed", "rand_set_state", "rand_get_state", "topk", "builtin_custom_op"]
