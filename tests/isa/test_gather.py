@@ -426,3 +426,124 @@ def test_sequence_bounds_event():
     assert len(ev) == 1 and ev[0].engine == "gpsimd"
     assert [o.role for o in ev[0].reads] == ["segment_ids"] and [o.role for o in ev[0].writes] == ["dst"]
     np.testing.assert_array_equal(out, [[[0, 0, 3], [2, 2, -1]]])
+
+
+# ---- dma_compute ------------------------------------------------------------------------------
+
+def test_dma_compute_sums_in_fp32_and_rounds_once(rng):
+    a = rng.standard_normal((4, 6)).astype(BF16)
+    b = rng.standard_normal((4, 6)).astype(np.float32)
+    c = rng.standard_normal((2, 12)).astype(BF16)
+
+    def kernel(a, b, c):
+        out = nl.ndarray((4, 6), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        nisa.dma_compute(dst=out, srcs=[a, sb(b), c], reduce_op=nl.add, scales=[1.0, 1.0, 1.0])
+        return out
+    got = simulate(kernel, a, b, c, target="trn2")
+    want = ((a.astype(np.float32) + b) + c.astype(np.float32).reshape(4, 6)).astype(BF16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+    def into_sbuf(a):                        # dst is also a source: read before written
+        t = sb(a)
+        nisa.dma_compute(t, (t, a), nl.add)
+        return tile_out(t)
+    np.testing.assert_array_equal(simulate(into_sbuf, b), b + b)
+
+
+def test_dma_compute_gather_and_scatter_rmw(rng):
+    table = rng.standard_normal((10, 5)).astype(np.float32)
+    acc = rng.standard_normal((3, 5)).astype(np.float32)
+    idx = np.array([[7], [2], [9]], np.int32)
+
+    def gather(table, acc, idx):
+        d = sb(acc)
+        view = table.ap(pattern=[[5, 3], [1, 5]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=d, srcs=[view, d], reduce_op=nl.add)
+        return tile_out(d)
+    np.testing.assert_array_equal(simulate(gather, table, acc, idx), acc + table[[7, 2, 9]])
+
+    def scatter(table, acc, idx):
+        view = table.ap(pattern=[[5, 3], [1, 5]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=view, srcs=[view, sb(acc)], reduce_op=nl.add)
+        return table
+    want = table.copy()
+    want[[7, 2, 9]] += acc
+    np.testing.assert_array_equal(simulate(scatter, table.copy(), acc, idx), want)
+
+    def skip(table, acc, idx, mode):
+        d = sb(acc)
+        view = table.ap(pattern=[[5, 3], [1, 5]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=d, srcs=[d, view], reduce_op=nl.add, oob_mode=mode)
+        return tile_out(d)
+    bad = np.array([[7], [10], [9]], np.int32)
+    got = simulate(skip, table, acc, bad, nisa.oob_mode.skip)
+    np.testing.assert_array_equal(got, acc + np.where([[1], [0], [1]], table[[7, 0, 9]], 0))
+    with pytest.raises(BoundsError, match=r"^nisa\.dma_compute: vector_offset index 10 at partition 1 is outside "
+                                          r"0:10 rows of .* \(oob_mode=error\) \(test_gather\.py:\d+\)$"):
+        simulate(skip, table, acc, bad, nisa.oob_mode.error)
+
+
+def test_dma_compute_rules(rng):
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+
+    def kernel(a, srcs_n=2, op=nl.add, scales=None, free=4, unique=True, psum=False):
+        out = nl.ndarray((2, free), dtype=nl.float32, buffer=nl.shared_hbm)
+        srcs = [a] * srcs_n
+        if psum:
+            p = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.psum)
+            nisa.memset(dst=p, value=0.0)
+            srcs = [a, p]
+        nisa.dma_compute(dst=out, srcs=srcs, reduce_op=op, scales=scales and list(scales), unique_indices=unique)
+        return out
+    want = a.copy()
+    for _ in range(15):
+        want = want + a                      # fp32, left to right
+    np.testing.assert_array_equal(simulate(kernel, a, 16), want)
+    with pytest.raises(ShapeError, match=err("dma_compute", "number of srcs 17 exceeds 16 on trn3")):
+        simulate(kernel, a, 17)
+    with pytest.raises(ArgumentError, match=err("dma_compute", "reduce_op must be nl.add (the only one supported), "
+                                                               "got maximum")):
+        simulate(kernel, a, op=nl.maximum)
+    with pytest.raises(ArgumentError, match=err("dma_compute", "scales must all be 1.0 (the only value supported), "
+                                                               "got [1.0, 2.0]")):
+        simulate(kernel, a, scales=(1.0, 2.0))
+    with pytest.raises(ShapeError, match=err("dma_compute", "scales must be None or one scale per source (2), "
+                                                            "got [1.0]")):
+        simulate(kernel, a, scales=(1.0,))
+    with pytest.raises(ShapeError, match=err("dma_compute", "srcs[0] has 8 elements, dst has 10 "
+                                                            "(shapes (2, 4) vs (2, 5))")):
+        simulate(kernel, a, free=5)
+    with pytest.raises(MemorySpaceError, match=err("dma_compute", "srcs[1] is in psum; must be in "
+                                                                  "private_hbm or sbuf or shared_hbm")):
+        simulate(kernel, a, psum=True)
+
+    def rmw(table, idx, n, unique):
+        d = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=0.0)
+        view = table.ap(pattern=[[4, 2], [1, 4]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=d, srcs=[view, d, d][:n], reduce_op=nl.add, unique_indices=unique)
+        return tile_out(d)
+    idx = np.array([[1], [0]], np.int32)
+    with pytest.raises(UnsupportedError, match=err("dma_compute", "unique_indices=False (non-unique indices) is not "
+                                                                  "supported for a read-modify-write with vector_offset")):
+        simulate(rmw, a, idx, 2, False)
+    with pytest.raises(UnsupportedError, match=err("dma_compute", "a read-modify-write with vector_offset takes "
+                                                                  "exactly 2 srcs, got 3")):
+        simulate(rmw, a, idx, 3, True)
+
+
+def test_dma_compute_event(rng):
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+
+    def kernel(a, b):
+        out = nl.ndarray((2, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_compute(dst=out, srcs=[a, b], reduce_op=nl.add)
+        return out
+    for fast in (True, False):
+        out, events = record(kernel, a, a)
+        ev = [e for e in events if e.op == "dma_compute"]
+        assert len(ev) == 1 and ev[0].engine == "dma"
+        assert [(o.role, o.shape) for o in ev[0].reads] == [("srcs[0]", (2, 4)), ("srcs[1]", (2, 4))]
+        assert [o.role for o in ev[0].writes] == ["dst"] and "srcs" not in ev[0].options
+        assert ev[0].options["reduce_op"] == "add"
+        np.testing.assert_array_equal(out, a + a)

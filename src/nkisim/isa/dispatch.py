@@ -462,6 +462,9 @@ class _KeywordCheck:
 def _event(ins: Ins) -> Instruction:
     spec, args, core = ins.spec, ins.args, ins.core
     reads = tuple(o for r in spec.reads if (o := operand(r, args[spec.index[r]])) is not None)
+    for r in spec.reads:                # a list of tensors (dma_compute's srcs): srcs[0], srcs[1], ...
+        if isinstance(a := args[spec.index[r]], (list, tuple)):
+            reads += tuple(o for i, x in enumerate(a) if (o := operand(f"{r}[{i}]", x)) is not None)
     writes = tuple(o for r in spec.writes if (o := operand(r, args[spec.index[r]])) is not None)
     # an indirect (gathered / scattered) operand also reads its index tile: role "<role>.index"
     indexes = tuple(operand(f"{r}.index", a.index) for r in (*spec.reads, *spec.writes)
@@ -473,7 +476,7 @@ def _event(ins: Ins) -> Instruction:
     # ``operand0=2.0``, an ``offset=3``) is an option too, one left at None is not
     options = {n: plain(a) for n, a in zip(spec.names, args)
                if n != "name" and not isinstance(a, (NkiTensor, IndirectTensor))
-               and not (a is None and n in roles)}
+               and not (a is None and n in roles) and not (n in roles and isinstance(a, (list, tuple)))}
     if ins.extra:
         options.update(ins.extra)
     eng = ins.engine

@@ -50,13 +50,6 @@ def dropout(dst, data, prob, name=None):
 
 
 @_unsupported
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=_oob_mode.error,
-                name=None):
-    """Scaled element-wise reduction of several source tensors inside the DMA engines.
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def quantize_mx(dst, src, dst_scale, name=None):
     """Quantize FP16/BF16 data to MXFP8 data and scales (Vector engine).
     Not simulated yet: raises UnsupportedError."""
@@ -105,5 +98,5 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
                                                       "by nkisim yet")
 
 
-__all__ = ["activate2", "tensor_scalar_cumulative", "rng", "rand2", "dropout", "dma_compute", "quantize_mx",
+__all__ = ["activate2", "tensor_scalar_cumulative", "rng", "rand2", "dropout", "quantize_mx",
            "nc_matmul_mx", "set_rng_seed", "rand_set_state", "rand_get_state", "topk", "builtin_custom_op"]
