@@ -547,3 +547,84 @@ def test_dma_compute_event(rng):
         assert [o.role for o in ev[0].writes] == ["dst"] and "srcs" not in ev[0].options
         assert ev[0].options["reduce_op"] == "add"
         np.testing.assert_array_equal(out, a + a)
+
+
+# ---- topk -------------------------------------------------------------------------------------
+
+def topk_ref(src, n, k, val_init, idx_init):
+    """Per 16-partition group: its snake (position s at partition s % 16, column s // 16), the K
+    largest of the first n (ties: lower position first), ascending, written back as a snake."""
+    val, idx = val_init.copy(), idx_init.copy()
+    for b in range(0, src.shape[0], 16):
+        snake = [(float(src[b + s % 16, s // 16]), s) for s in range(n)]
+        best = sorted(snake, key=lambda vs: (-vs[0], vs[1]))[:k][::-1]
+        for j, (v, s) in enumerate(best):
+            val[b + j % 16, j // 16] = v
+            idx[b + j % 16, j // 16] = s
+    return val, idx
+
+
+def run_topk(src, n, k, src_dtype=nl.bfloat16, val_dtype=nl.bfloat16, idx_dtype=nl.uint32, parts=None):
+    def kernel(src):
+        s = sb(src, src_dtype)
+        p = parts or src.shape[0]
+        v = nl.ndarray((p, k), dtype=val_dtype, buffer=nl.sbuf)
+        i = nl.ndarray((p, k), dtype=idx_dtype, buffer=nl.sbuf)
+        nisa.memset(dst=v, value=-5.0)
+        nisa.memset(dst=i, value=7)
+        nisa.topk(val_dst=v, idx_dst=i, src=s, n=n)
+        return tile_out(v, i)
+    return simulate(kernel, src, target="trn2")
+
+
+@pytest.mark.parametrize("p,n,k", [(16, 42, 8), (32, 100, 17), (128, 512, 64), (16, 8, 8), (16, 300, 1)])
+def test_topk_snake(rng, p, n, k):
+    cols = -(-n // 16) + 1                     # one spare column: positions past n are ignored
+    src = rng.standard_normal((p, cols)).astype(BF16)
+    src[0, 0] = src[1, 0]                      # a tie (positions 0 and 1)
+    val, idx = run_topk(src, n, k)
+    want_v, want_i = topk_ref(src, n, k, np.full((p, k), -5.0, BF16), np.full((p, k), 7, np.uint32))
+    np.testing.assert_array_equal(val.view(np.uint16), want_v.view(np.uint16))
+    np.testing.assert_array_equal(idx, want_i)
+
+
+def test_topk_rules(rng):
+    src = rng.standard_normal((16, 4)).astype(BF16)
+    with pytest.raises(ShapeError, match=err("topk", "n 7 must satisfy 8 <= n < 65536")):
+        run_topk(src, 7, 4)
+    with pytest.raises(ShapeError, match=err("topk", "K 20 (val_dst free dim) must satisfy 1 <= K < 32768 and "
+                                                     "K <= n (16)")):
+        run_topk(src, 16, 20)
+    with pytest.raises(ShapeError, match=err("topk", "src free dim 4 must be at least ceil(n / 16) = 5")):
+        run_topk(src, 65, 4)
+    with pytest.raises(DtypeError, match=err("topk", "src dtype float32 is not supported on trn2; expected one of "
+                                                     "bfloat16")):
+        run_topk(src, 16, 4, src_dtype=nl.float32)
+    with pytest.raises(DtypeError, match=err("topk", "idx_dst dtype int32 is not supported on trn2; expected one "
+                                                     "of uint32")):
+        run_topk(src, 16, 4, idx_dtype=nl.int32)
+    with pytest.raises(ShapeError, match=err("topk", "src partition dim 8 must be a multiple of 16")):
+        run_topk(src[:8], 16, 4)
+    with pytest.raises(ShapeError, match=err("topk", "val_dst shape (32, 4) must be (16, 4): src's partitions and "
+                                                     "val_dst's K")):
+        run_topk(src, 16, 4, parts=32)
+    with pytest.raises(ArgumentError, match=err("topk", "n must be an int, got 16.0")):
+        run_topk(src, 16.0, 4)
+
+
+def test_topk_event(rng):
+    src = rng.standard_normal((16, 2)).astype(BF16)
+
+    def kernel(src):
+        v = nl.ndarray((16, 16), dtype=nl.bfloat16, buffer=nl.sbuf)
+        i = nl.ndarray((16, 16), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=v, idx_dst=i, src=sb(src), n=32)
+        return tile_out(v[:, 0:1], i[:, 0:1])
+    (v, i), events = record(kernel, src)
+    ev = [e for e in events if e.op == "topk"]
+    assert len(ev) == 1 and ev[0].engine == "gpsimd" and ev[0].options["n"] == 32
+    assert [o.role for o in ev[0].reads] == ["src"] and [o.role for o in ev[0].writes] == ["val_dst", "idx_dst"]
+    snake = src.T.reshape(-1).astype(np.float32)             # 16 of 32: the top 16, ascending
+    order = sorted(range(32), key=lambda s: (-snake[s], s))[:16][::-1]
+    np.testing.assert_array_equal(i[:, 0], order)
+    np.testing.assert_array_equal(v[:, 0].astype(np.float32), snake[order])

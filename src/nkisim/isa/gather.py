@@ -372,6 +372,95 @@ def sequence_bounds(dst, segment_ids, name=None):
     """
 
 
+# ---- topk -------------------------------------------------------------------------------------
+
+def _topk_rules(ins, val_dst, idx_dst, src, n, name):
+    """topk's rules (see its docstring): (n, K)."""
+    op, t = ins.op, ins.target
+    g = t.gpsimd_group
+    for nm, x in (("val_dst", val_dst), ("idx_dst", idx_dst), ("src", src)):
+        rules.tensor(op, nm, x)
+        rules.sbuf_only(op, nm, x)
+        rules.partitions(op, nm, x, t)
+        if x.ndim != 2:
+            raise ShapeError(op, f"{nm} shape {x.shape} must be 2-D [par_dim, free]")
+    p = src.shape[0]
+    if p % g:
+        raise ShapeError(op, f"src partition dim {p} must be a multiple of {g}")
+    rules.dtype_in(op, "src", src, ("bfloat16",), t)
+    rules.dtype_in(op, "val_dst", val_dst, ("bfloat16",), t)
+    rules.dtype_in(op, "idx_dst", idx_dst, ("uint32",), t)
+    k = val_dst.shape[1]
+    for nm, x in (("val_dst", val_dst), ("idx_dst", idx_dst)):
+        if x.shape != (p, k):
+            raise ShapeError(op, f"{nm} shape {x.shape} must be ({p}, {k}): src's partitions and val_dst's K")
+    nv = _int_param(op, "n", n)
+    lo, hi = t.topk_n_range
+    if not lo <= nv < hi:
+        raise ShapeError(op, f"n {nv} must satisfy {lo} <= n < {hi}")
+    if not 1 <= k < t.topk_k_max or k > nv:
+        raise ShapeError(op, f"K {k} (val_dst free dim) must satisfy 1 <= K < {t.topk_k_max} and K <= n ({nv})")
+    cols = -(-nv // g)
+    if src.shape[1] < cols:
+        raise ShapeError(op, f"src free dim {src.shape[1]} must be at least ceil(n / {g}) = {cols}")
+    return Passed(_engine.gpsimd, (nv, k))
+
+
+def _topk_compute(ins, val_dst, idx_dst, src, n, name):
+    nv, k = ins.info
+    g = ins.target.gpsimd_group
+    x = read_raw(src).astype(np.float32)
+    p = x.shape[0]
+    kc = -(-k // g)                       # columns the K outputs occupy in the output snake
+    vals = np.empty((p, kc), np.float32)
+    idxs = np.empty((p, kc), np.uint32)
+    for b in range(0, p, g):
+        snake = x[b:b + g].T.reshape(-1)[:nv]          # position s = partition s % 16, column s // 16
+        key = np.where(np.isnan(snake), -np.inf, snake)
+        order = np.lexsort((np.arange(nv), np.isnan(snake), -key))[:k][::-1]   # top K, ascending
+        pad = np.zeros(kc * g, np.int64)
+        pad[:k] = order
+        full_v = snake[pad]
+        vals[b:b + g] = full_v.reshape(kc, g).T
+        idxs[b:b + g] = pad.astype(np.uint32).reshape(kc, g).T
+    # rank j lands at partition b + j % 16, column j // 16; slots past K in the last column and
+    # columns past ceil(K / 16) are not written
+    full = k == kc * g
+    if full:
+        write(val_dst[:, 0:kc], vals)
+        write(idx_dst[:, 0:kc], idxs)
+    else:
+        last = k - (kc - 1) * g           # ranks in the last output column
+        if kc > 1:
+            write(val_dst[:, 0:kc - 1], vals[:, :kc - 1])
+            write(idx_dst[:, 0:kc - 1], idxs[:, :kc - 1])
+        for b in range(0, p, g):
+            write(val_dst[b:b + last, kc - 1:kc], vals[b:b + last, kc - 1:kc])
+            write(idx_dst[b:b + last, kc - 1:kc], idxs[b:b + last, kc - 1:kc])
+
+
+@instruction(reads=("src",), writes=("val_dst", "idx_dst"), rules=_topk_rules, compute=_topk_compute)
+def topk(val_dst, idx_dst, src, n, name=None):
+    """The K = val_dst.shape[1] largest of the n values in each 16-partition snake of ``src``,
+    ascending, with their snake positions (GpSimd).
+
+    Snake layout (the docs): in each group of 16 partitions, position s is partition s % 16,
+    column s // 16; the first ``n`` positions are the active elements. Decision (the docs say
+    both "Each partition operates independently" and that the source is one 16-partition snake,
+    and do not place the outputs; nki-library's gpsimd top-k "de-snakes" them): the outputs of a
+    group form a snake too -- rank j (j = 0 the smallest of the K, ascending) lands at partition
+    16g + j % 16, column j // 16, in val_dst (value) and idx_dst (its 0-based snake position);
+    the other elements of val_dst and idx_dst are left untouched. Decision: ties rank the lower
+    snake position higher; NaN ranks below every number.
+    Shapes: src [par_dim, src_x] with par_dim a multiple of 16 (<= pmax) and src_x >=
+    ceil(n / 16); val_dst and idx_dst [par_dim, K]. 8 <= n < 65536; 1 <= K < 32768, K <= n.
+    Dtypes: src and val_dst bfloat16 (values copied exactly); idx_dst uint32.
+    Buffers: all in SBUF. Engine: GpSimd.
+    Raises: ShapeError, DtypeError, MemorySpaceError, ArgumentError (n not an int).
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (topk); nki/library/api/gpsimd-topk.rst.
+    """
+
+
 # ---- helpers ----------------------------------------------------------------------------------
 
 def _int_param(op: str, name: str, value, int32: bool = False) -> int:
@@ -387,4 +476,4 @@ def _int_param(op: str, name: str, value, int32: bool = False) -> int:
     return v
 
 
-__all__ = ["nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count", "sequence_bounds"]
+__all__ = ["nc_stream_shuffle", "nc_n_gather", "local_gather", "nonzero_with_count", "sequence_bounds", "topk"]

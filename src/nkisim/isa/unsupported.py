@@ -80,12 +80,6 @@ def rand_get_state(dst, engine=_engine.gpsimd, name=None):
     UnsupportedError."""
 
 
-@_unsupported
-def topk(val_dst, idx_dst, src, n, name=None):
-    """The ``n`` largest values of ``src`` and their indices (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
 def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_to_isa_version, srcs, dsts,
                       **kwargs):
     """Run a custom GpSimd library op. Not simulated yet: raises UnsupportedError.
@@ -99,4 +93,4 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
 
 
 __all__ = ["activate2", "tensor_scalar_cumulative", "rng", "rand2", "dropout", "quantize_mx",
-           "nc_matmul_mx", "set_rng_seed", "rand_set_state", "rand_get_state", "topk", "builtin_custom_op"]
+           "nc_matmul_mx", "set_rng_seed", "rand_set_state", "rand_get_state", "builtin_custom_op"]
