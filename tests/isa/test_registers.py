@@ -54,10 +54,8 @@ def test_induction_register_is_read_only():
         nki.simulate(kernel)(np.zeros((1, 1), np.float32))
 
 
-UNSIMULATED = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-               "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
-               "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
-               "builtin_custom_op"]
+UNSIMULATED = ["activate2", "tensor_scalar_cumulative", "rng", "rand2", "dropout", "quantize_mx", "nc_matmul_mx",
+               "set_rng_seed", "rand_set_state", "rand_get_state", "builtin_custom_op"]
 
 
 @pytest.mark.parametrize("name", UNSIMULATED)
