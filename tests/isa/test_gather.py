@@ -628,3 +628,33 @@ def test_topk_event(rng):
     order = sorted(range(32), key=lambda s: (-snake[s], s))[:16][::-1]
     np.testing.assert_array_equal(i[:, 0], order)
     np.testing.assert_array_equal(v[:, 0].astype(np.float32), snake[order])
+
+
+def test_topk_and_nonzero_read_only_the_active_elements():
+    """Strict uninitialised reads: topk reads the n active snake positions only, nonzero_with_count
+    only the GpSimd cores' partitions (0, 16, ...); the rest of src may stay unwritten."""
+    import nkisim.nki as nki
+
+    def topk_kernel(x):
+        s = nl.ndarray((16, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s[:, 0:2], src=x[:, 0:2])            # positions 0..31
+        nisa.dma_copy(dst=s[0:3, 2:3], src=x[0:3, 2:3])        # positions 32..34
+        v = nl.ndarray((16, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        i = nl.ndarray((16, 8), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=v, idx_dst=i, src=s, n=35)
+        return tile_out(i[0:8, 0:1])
+    x = np.arange(48, dtype=np.float32).reshape(3, 16).T.astype(BF16)      # position s holds s
+    got = nki.simulate(topk_kernel, uninitialized_reads="raise", target="trn2")(x)
+    np.testing.assert_array_equal(got[:, 0], np.arange(27, 35))
+
+    def nz_kernel(x):
+        s = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s[0:1], src=x[0:1])
+        nisa.dma_copy(dst=s[16:17], src=x[1:2])
+        d = nl.ndarray((32, 5), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.nonzero_with_count(dst=d, src=s)
+        return tile_out(d[0:1], d[16:17])
+    a, b = nki.simulate(nz_kernel, uninitialized_reads="raise", target="trn2")(
+        np.array([[0, 3, 0, 1], [5, 0, 0, 0]], np.float32))
+    np.testing.assert_array_equal(a, [[1, 3, -1, -1, 2]])
+    np.testing.assert_array_equal(b, [[0, -1, -1, -1, 1]])

@@ -288,11 +288,10 @@ def _nonzero_compute(ins, dst, src, index_offset, padding_val, name):
     rows = [p for p in range(src.shape[0]) if (first + p) % g == 0]
     if not rows:
         return
-    x = pf(read_raw(src))
-    n = x.shape[1]
+    n = src.free_size
     out = np.full((len(rows), n + 1), int(padding_val), np.int64)
-    for r, p in enumerate(rows):
-        hit = np.flatnonzero(x[p] != 0)
+    for r, p in enumerate(rows):                    # only the partitions the GpSimd cores read
+        hit = np.flatnonzero(pf(read_raw(src[p:p + 1]))[0] != 0)
         out[r, :hit.size] = hit + int(index_offset)
         out[r, n] = hit.size
     out = out.astype(np.uint32).view(np.int32)      # int32 arithmetic wraps (Decision)
@@ -307,7 +306,8 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     * (T - N) + [N], over src's T flattened elements per partition (GpSimd).
 
     Only partitions whose physical index is a multiple of 16 (each GpSimd core's 0-th partition:
-    0, 16, ..., 112) are read and written; every other dst partition is left untouched.
+    0, 16, ..., 112) are read and written; every other src partition is not read (no
+    uninitialised-read report) and every other dst partition is left untouched.
     Shapes: src and dst the same partition count (<= pmax); dst has src's elements per partition
     + 1. Dtypes: src float32 or int32 (nonzero: != 0; Decision: NaN counts as nonzero, -0.0 as
     zero); dst int32; index_offset and padding_val int32 (Decision: the sums wrap modulo 2**32).
@@ -409,8 +409,14 @@ def _topk_rules(ins, val_dst, idx_dst, src, n, name):
 def _topk_compute(ins, val_dst, idx_dst, src, n, name):
     nv, k = ins.info
     g = ins.target.gpsimd_group
-    x = read_raw(src).astype(np.float32)
-    p = x.shape[0]
+    p = src.shape[0]
+    cols = -(-nv // g)
+    rem = nv - (cols - 1) * g             # active partitions of the snake's last column
+    x = np.zeros((p, cols), np.float32)   # only the n active elements are read
+    if cols > 1:
+        x[:, :cols - 1] = read_raw(src[:, 0:cols - 1])
+    for b in range(0, p, g):
+        x[b:b + rem, cols - 1] = read_raw(src[b:b + rem, cols - 1:cols]).reshape(-1)
     kc = -(-k // g)                       # columns the K outputs occupy in the output snake
     vals = np.empty((p, kc), np.float32)
     idxs = np.empty((p, kc), np.uint32)
@@ -453,7 +459,8 @@ def topk(val_dst, idx_dst, src, n, name=None):
     the other elements of val_dst and idx_dst are left untouched. Decision: ties rank the lower
     snake position higher; NaN ranks below every number.
     Shapes: src [par_dim, src_x] with par_dim a multiple of 16 (<= pmax) and src_x >=
-    ceil(n / 16); val_dst and idx_dst [par_dim, K]. 8 <= n < 65536; 1 <= K < 32768, K <= n.
+    ceil(n / 16) (only the n active elements of each snake are read); val_dst and idx_dst
+    [par_dim, K]. 8 <= n < 65536; 1 <= K < 32768, K <= n.
     Dtypes: src and val_dst bfloat16 (values copied exactly); idx_dst uint32.
     Buffers: all in SBUF. Engine: GpSimd.
     Raises: ShapeError, DtypeError, MemorySpaceError, ArgumentError (n not an int).
