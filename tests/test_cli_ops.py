@@ -14,8 +14,7 @@ tensor_scalar_reduce tensor_tensor tensor_tensor_scan topk""".split()
 
 # What nkisim does not simulate yet (issue 12 empties this list, builtin_custom_op aside: it runs
 # a custom GpSimd library, Beta 1 API only).
-NOT_SIMULATED = {"dma_compute", "local_gather", "nc_matmul_mx", "nc_n_gather", "nc_stream_shuffle",
-                 "nonzero_with_count", "quantize_mx", "sequence_bounds", "topk", "builtin_custom_op"}
+NOT_SIMULATED = {"nc_matmul_mx", "quantize_mx", "builtin_custom_op"}
 
 
 def test_every_documented_instruction_is_listed():

@@ -43,6 +43,15 @@ class Target:
     search_fmin: int = 8              # max8 / nc_find_index8: min elements per partition
     search_fmax: int = 16384          # max8 / nc_find_index8 / nc_match_replace8: max elements
     lnc_max: int = 1                  # logical NeuronCore degree (cores sharing HBM)
+    # gather family (nki.isa nc_stream_shuffle, local_gather, nonzero_with_count, topk, dma_compute)
+    shuffle_quadrant: int = 32        # VectorE reshape bank: partitions per nc_stream_shuffle quadrant
+    gpsimd_group: int = 16            # SBUF partitions each of the 8 GpSimd cores connects to
+    local_gather_elems: tuple = (1, 2, 4, 8, 16, 32)   # local_gather num_elem_per_idx values
+    local_gather_indices_max: int = 4096   # local_gather indices per GpSimd core
+    nonzero_with_count: bool = True   # nonzero_with_count ("Available only on NeuronCore-v3 and newer")
+    topk_n_range: tuple = (8, 65536)  # topk: 8 <= n < 65536
+    topk_k_max: int = 32768           # topk: 1 <= K < 32768
+    dma_compute_srcs_max: int = 16    # dma_compute: most source tensors
     # sendrecv(dma_engine=gpsimd_dma): most bytes per partition, by element size in bytes
     # (nki.isa.sendrecv: 1024 bytes for 32-bit types, 512 for 16-bit, 256 for 8-bit)
     sendrecv_gpsimd_dma_partition_bytes: tuple = ((4, 1024), (2, 512), (1, 256))
@@ -79,6 +88,7 @@ XORWOW_WORDS = 6
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,
+              nonzero_with_count=False,
               act_reciprocal_bias=False, alu_ops_excluded=("abs_max", "abs_min"))
 TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
               sbuf_usable_bytes=212984, lnc_max=2, alu_ops_excluded=("abs_max", "abs_min"))

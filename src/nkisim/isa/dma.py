@@ -1,8 +1,9 @@
-"""DMA: ``dma_copy`` (flat element-order copy between HBM and SBUF, dtype cast via fp32) and
-``dma_transpose`` (axis-permuting copy into SBUF).
+"""DMA: ``dma_copy`` (flat element-order copy between HBM and SBUF, dtype cast via fp32),
+``dma_transpose`` (axis-permuting copy into SBUF) and ``dma_compute`` (an fp32 sum of several
+sources, optionally a gather or scatter read-modify-write).
 
-Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy, dma_transpose). Imports memory,
-checks, dispatch.
+Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_copy, dma_transpose, dma_compute).
+Imports memory, checks, dispatch.
 """
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..checks import rules
-from ..errors import DtypeError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import copy_deferred, read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
 from ..memory.indirect import IndirectTensor, valid_rows
+from . import alu
 from .dispatch import Passed, instruction
 from .enums import as_enum, dge_mode as _dge_mode, engine as _engine, oob_mode as _oob
 
@@ -253,4 +255,117 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
     """
 
 
-__all__ = ["dma_copy", "dma_transpose"]
+def _dc_rules(ins, dst, srcs, reduce_op, scales, unique_indices, oob_mode, name):
+    """dma_compute's rules (see its docstring): None (element-wise), or ("gather"|"scatter", k)
+    with k the position in ``srcs`` of the indirect (gather) or the plain SBUF (scatter) source."""
+    op, t = ins.op, ins.target
+    if alu.op_name(reduce_op, op, "reduce_op") != "add":
+        raise ArgumentError(op, f"reduce_op must be nl.add (the only one supported), got "
+                                f"{alu.op_name(reduce_op, op, 'reduce_op')}")
+    as_enum(_oob, oob_mode, op)
+    if not isinstance(srcs, (list, tuple)) or not srcs:
+        raise ShapeError(op, f"srcs must be a non-empty list of tensors, got {srcs!r}"[:200])
+    rules.at_most(op, "number of srcs", len(srcs), t.dma_compute_srcs_max, t)
+    if scales is not None:
+        if not isinstance(scales, (list, tuple)) or len(scales) != len(srcs):
+            raise ShapeError(op, f"scales must be None or one scale per source ({len(srcs)}), got {scales!r}")
+        if any(float(v) != 1.0 for v in scales):
+            raise ArgumentError(op, f"scales must all be 1.0 (the only value supported), got {list(scales)}")
+    indirect = [k for k, x in enumerate(srcs) if type(x) is IndirectTensor]
+    for k, x in enumerate(srcs):
+        if type(x) is not IndirectTensor:
+            rules.tensor(op, f"srcs[{k}]", x)
+            rules.on_chip(op, f"srcs[{k}]", x, _DMA_BUFFERS)
+            if x.on_chip:
+                rules.partitions(op, f"srcs[{k}]", x, t)
+    if type(dst) is not IndirectTensor:
+        rules.tensor(op, "dst", dst)
+        rules.on_chip(op, "dst", dst, _DMA_BUFFERS)
+        if dst.on_chip:
+            rules.partitions(op, "dst", dst, t)
+    for k, x in enumerate(srcs):
+        rules.same_size(op, "dst", dst, f"srcs[{k}]", x)
+    if not indirect and type(dst) is not IndirectTensor:
+        return Passed(_engine.dma)
+    if not unique_indices:
+        raise UnsupportedError(op, "unique_indices=False (non-unique indices) is not supported for a "
+                                   "read-modify-write with vector_offset")
+    if len(srcs) != 2:
+        raise UnsupportedError(op, f"a read-modify-write with vector_offset takes exactly 2 srcs, got {len(srcs)}")
+    if type(dst) is IndirectTensor:          # scatter RMW: dst(HBM)[idx] += src(SB)
+        same = [k for k, x in enumerate(srcs) if _same_indirect(x, dst)]
+        other = [k for k in range(2) if k not in same[:1]]
+        if not same or type(srcs[other[0]]) is IndirectTensor or srcs[other[0]].buffer is not sbuf:
+            raise UnsupportedError(op, "a scatter read-modify-write needs one source equal to dst (the "
+                                       "indirect HBM view) and the other in SBUF")
+        return Passed(_engine.dma, ("scatter", other[0]))
+    if len(indirect) != 1 or dst.buffer is not sbuf:
+        raise UnsupportedError(op, "a gather read-modify-write needs dst in SBUF, one source an indirect "
+                                   "HBM view (vector_offset) and the other equal to dst")
+    k = indirect[0]
+    plain = srcs[1 - k]
+    if not (plain.alloc is dst.alloc and plain.offset == dst.offset and plain.shape == dst.shape
+            and plain.strides == dst.strides):
+        raise UnsupportedError(op, "a gather read-modify-write needs the non-indirect source to be dst itself")
+    rows = srcs[k].shape[0]
+    if dst.shape[0] != rows:
+        raise ShapeError(op, f"dst dim 0 is {dst.shape[0]}; the indirect view has {rows} rows and row w "
+                             f"pairs with dst[w]")
+    return Passed(_engine.dma, ("gather", k))
+
+
+def _same_indirect(x, dst) -> bool:
+    return x is dst or (type(x) is IndirectTensor and x.base.alloc is dst.base.alloc and x.index is dst.index
+                        and x.offset == dst.offset and x.shape == dst.shape and x.steps == dst.steps)
+
+
+def _dc_compute(ins, dst, srcs, reduce_op, scales, unique_indices, oob_mode, name):
+    if ins.info is None:
+        acc = None
+        for x in srcs:                               # fp32, left to right, read before dst is written
+            v = read_f32(x).reshape(-1)
+            acc = v.copy() if acc is None else acc + v
+        write(dst, acc)
+        return
+    mode, k = ins.info
+    skip = as_enum(_oob, oob_mode, ins.op) is _oob.skip
+    ind = dst if mode == "scatter" else srcs[k]
+    plain = srcs[k] if mode == "scatter" else dst
+    ok = valid_rows(ind, ins.op, skip)
+    idx = ind.row_indices()
+    for w in np.flatnonzero(ok):
+        part = plain[w:w + 1]
+        base_row = ind.row_view(int(idx[w]), ins.op)
+        if mode == "scatter":
+            write(base_row, read_f32(base_row).reshape(-1) + read_f32(part).reshape(-1))
+        else:
+            write(part, read_f32(part).reshape(-1) + read_f32(base_row).reshape(-1))
+    ins.note(indirect=mode, rows=int(ok.sum()))
+
+
+@instruction(reads=("srcs",), writes=("dst",), rules=_dc_rules, compute=_dc_compute, memo=False)
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=_oob.error, name=None):
+    """dst = srcs[0] + srcs[1] + ... (element by element in flat order, fp32 inside the DMA
+    engines, rounded once into dst.dtype).
+
+    ``reduce_op`` must be nl.add and every ``scales`` entry 1.0 (or ``scales=None``): the only
+    values the docs support (ArgumentError otherwise). Shapes: 1 to 16 sources, each with dst's
+    element count. Buffers: HBM or SBUF for dst and every source (PSUM is not accepted, as for
+    dma_copy). Dtypes: any; each source is read as fp32, the sum (left to right) is rounded once.
+    Read-modify-write with ``vector_offset`` (exactly 2 srcs, ``unique_indices=True``, scales 1.0):
+    gather -- dst in SBUF, one source an indirect HBM view ``t.ap(..., vector_offset=idx)``, the
+    other dst itself: dst[w] = dst[w] + base row idx[w]; scatter -- dst an indirect HBM view, one
+    source that same view, the other in SBUF: base row idx[w] += src[w]. An index outside the
+    base's rows raises BoundsError with ``oob_mode=error``; with ``oob_mode=skip`` that row is left
+    alone. Decision: scatter rows apply in order (a repeated index would add twice; the docs
+    require unique indices). The srcs are all read before dst is written (dst may be a source).
+    Event: engine dma; reads srcs[0], srcs[1], ...; an RMW notes ``indirect`` (gather/scatter)
+    and ``rows``. Decision: not memoised (``srcs`` is a list of views; a tuple of views would key
+    the memo by tensor identity), the rules run on every call.
+    Raises: ShapeError, MemorySpaceError, ArgumentError, UnsupportedError, BoundsError.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (dma_compute); nki/migration/index.rst
+    (dma_compute replaces dma_copy's accumulate forms).
+    """
+
+
+__all__ = ["dma_copy", "dma_transpose", "dma_compute"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from ..errors import UnsupportedError
 from .dispatch import instruction
-from .enums import engine as _engine, oob_mode as _oob_mode, reduce_cmd as _cmd
 
 
 def _not_simulated(ins, *args):
@@ -17,37 +16,6 @@ def _not_simulated(ins, *args):
 def _unsupported(stub):
     """``stub`` (its documented signature and docstring) as an op that raises UnsupportedError."""
     return instruction(rules=_not_simulated, compute=_not_simulated, memo=False)(stub)
-
-
-@_unsupported
-def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
-    """Indices of the nonzero elements of ``src`` and their count (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
-    """Gather SBUF data in ``src_buffer`` by ``index`` within groups of partitions (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def nc_n_gather(dst, data, indices, name=None):
-    """Gather elements of ``data`` by ``indices`` within each partition (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    """Cross-partition data movement within a quadrant of 32 partitions.
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=_oob_mode.error,
-                name=None):
-    """Scaled element-wise reduction of several source tensors inside the DMA engines.
-    Not simulated yet: raises UnsupportedError."""
 
 
 @_unsupported
@@ -63,18 +31,6 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     Not simulated yet: raises UnsupportedError."""
 
 
-@_unsupported
-def sequence_bounds(dst, segment_ids, name=None):
-    """Sequence bounds of a set of segment ids (GpSimd engine). Not simulated yet: raises
-    UnsupportedError."""
-
-
-@_unsupported
-def topk(val_dst, idx_dst, src, n, name=None):
-    """The ``n`` largest values of ``src`` and their indices (GpSimd engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
 def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_to_isa_version, srcs, dsts,
                       **kwargs):
     """Run a custom GpSimd library op. Not simulated yet: raises UnsupportedError.
@@ -87,7 +43,4 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
                                                       "by nkisim yet")
 
 
-__all__ = ["nonzero_with_count", "local_gather", "nc_n_gather",
-           "nc_stream_shuffle", "dma_compute", "quantize_mx", "nc_matmul_mx",
-           "sequence_bounds", "topk",
-           "builtin_custom_op"]
+__all__ = ["quantize_mx", "nc_matmul_mx", "builtin_custom_op"]
