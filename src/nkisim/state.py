@@ -26,6 +26,7 @@ class LaunchState:
         self.inputs: list = []                 # (caller array, tensor) pairs to write back
         self.done = [False] * lnc
         self.sync = None                       # runtime.launch.Rendezvous under LNC2
+        self.shared_watch = None               # LNC2: alloc.watch of shared_hbm allocations (turns, races)
         self.shared_races = None               # checks.races.SharedRaces under LNC2 + detect_races
         self.findings: list = []               # NkiErrors recorded when settings.findings == "all"
         self.recording = None                  # trace.Recording active when the launch started
@@ -69,6 +70,7 @@ class CoreState:
     events: Any = None         # list of trace.Instruction while a recording is active, else None
     fast: bool = True          # settings.fast_paths: memo, deferred copies, storage pool, out= writes
     before_ins: Any = None     # LNC2: callable(ins) run() calls before an instruction (stop / pending receives)
+    after_ins: Any = None      # LNC2: callable(core) the dispatcher calls when a top-level instruction ends
     settings: Any = field(init=False, repr=False)   # the launch's (plain attributes: every op
     target: Any = field(init=False, repr=False)     # reads the target, a property call is slower)
 

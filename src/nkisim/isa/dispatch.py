@@ -184,13 +184,19 @@ def _generate(stub, spec: OpSpec):
         _spec.compute(_i, {args})
     except _NkiError as _e:
         _c.ins = None
+        if _c.after_ins is not None:
+            _c.after_ins(_c)
         if not _c.launch.record(_e):
             raise
         return _spec.handle if {name} is None else _NkiInstruction(_spec.api, {name})
     except BaseException:
         _c.ins = None
+        if _c.after_ins is not None:
+            _c.after_ins(_c)
         raise
     _c.ins = None
+    if _c.after_ins is not None:
+        _c.after_ins(_c)
     _c.seq += 1
     return _spec.handle if {name} is None else _NkiInstruction(_spec.api, {name})
 """
@@ -372,6 +378,8 @@ def run(spec: OpSpec, args: tuple):
         return _named(spec, args)
     finally:
         core.ins = prev
+        if prev is None and core.after_ins is not None:     # LNC2: the shared-HBM turn ends
+            core.after_ins(core)
     core.seq += 1
     if core.events is not None:
         ins.seq = core.seq

@@ -310,7 +310,9 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
         alloc.id = f"c{core_id}.{core.local_count}"
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
-    if settings.detect_races:
+    if core_id is None and core.launch.shared_watch is not None:
+        alloc.watch = core.launch.shared_watch      # LNC2 shared_hbm: the cores' turns (and races)
+    elif settings.detect_races:
         alloc.watch = _hooks.watch_access
     return alloc
 

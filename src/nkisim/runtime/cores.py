@@ -1,4 +1,16 @@
-"""LNC2 cores of one launch: one thread per core, the rendezvous of their sync ops, and stopping.
+"""LNC2 cores of one launch: one thread per core, the rendezvous of their sync ops, the order of
+their shared-HBM instructions, and stopping.
+
+Decision (determinism): the two core threads run concurrently, but their instructions that touch
+shared HBM take turns in a fixed order -- core 0's first, then core 1's first, core 0's second,
+and so on -- skipping a core that cannot issue one until the other acts (it finished, or waits
+at a sync point or collective the other has not reached). Such an instruction runs whole on its
+turn (``Rendezvous.take_turn`` at its first shared-HBM access, ``end_turn`` when it ends). Only
+shared HBM is seen by both cores, so a launch gives the same results on every run, whatever the
+threads' timing. A kernel whose cores touch the same shared-HBM elements without a barrier
+("disjoint portions of a shared HBM tensor", nki/api/nki/isa/__init__.py core_barrier) has a race
+whose outcome hardware does not fix; nkisim gives the outcome of this order (both cores
+progressing at one shared-HBM instruction each), and ``NKISIM_DETECT_RACES=1`` reports the race.
 
 A launch never outlives its call: on any exit the rendezvous is cancelled, every core stops at its
 next instruction (``CoreState.before_ins``, called by ``isa.dispatch.run``) or sync point, and the
@@ -50,6 +62,9 @@ class Rendezvous:
         self.cores: list = [None] * parties    # CoreState of each core (its seq shows progress)
         self.timeout = timeout
         self.cancelled = False
+        self.turn = 0                          # the core whose shared-HBM instruction goes next
+        self.holding = [False] * parties       # a core runs a shared-HBM instruction (has the turn)
+        self.away: list = [None] * parties     # ready() of the collective a core waits at (ranks)
 
     # ---- cores --------------------------------------------------------------------------------
     def attach(self, core) -> None:
@@ -89,7 +104,69 @@ class Rendezvous:
     def core_finished(self, core_id: int):
         with self.cond:
             self.finished[core_id] = True
+            self._drop_turn(core_id)
             self.cond.notify_all()
+
+    # ---- shared-HBM turns (see the module docstring) -----------------------------------------
+    def take_turn(self, core) -> None:
+        """Before ``core``'s first shared-HBM access in an instruction (or outside one): wait
+        until it is this core's turn, or the other core cannot issue a shared-HBM instruction
+        before this one acts (``_idle``). The turn is held until the instruction ends
+        (``end_turn``, called by the dispatcher through ``core.after_ins``), the core waits at a
+        sync point or collective, or it finishes."""
+        me = core.core_id
+        peer = 1 - me
+        with self.cond:
+            while self.turn != me and not self._idle(peer):
+                if self.cancelled:
+                    raise CoreStopped
+                self.cond.wait(_POLL_S)
+            if self.cancelled:
+                raise CoreStopped
+            self.turn = me
+            self.holding[me] = True
+        core.after_ins = self.end_turn
+
+    def end_turn(self, core) -> None:
+        """The instruction that took the turn ended: the other core's shared-HBM instruction
+        goes next."""
+        core.after_ins = None
+        with self.cond:
+            if self._drop_turn(core.core_id):
+                self.cond.notify_all()
+
+    def _drop_turn(self, core_id: int) -> bool:
+        """(holding ``cond``) Give up the turn if this core holds it; True if it did."""
+        if not self.holding[core_id]:
+            return False
+        self.holding[core_id] = False
+        self.turn = 1 - core_id
+        return True
+
+    def _idle(self, c: int) -> bool:
+        """(holding ``cond``) Core ``c`` cannot issue an instruction before the other core acts:
+        it finished, waits at a sync point for a post not yet made, or waits at a collective
+        that is not complete (both cores of a rank take part in each, so it cannot complete
+        while the other core runs)."""
+        if self.finished[c]:
+            return True
+        w = self.waiting[c]
+        if w is not None and w[1] not in self.posts:
+            return True
+        ready = self.away[c]
+        return ready is not None and not ready()
+
+    def leave(self, core_id: int, ready: Callable[[], bool]) -> None:
+        """The core waits at a collective (outside this rendezvous) until ``ready()``: it gives
+        up the turn meanwhile."""
+        with self.cond:
+            self.away[core_id] = ready
+            self._drop_turn(core_id)
+            self.cond.notify_all()
+
+    def back(self, core_id: int) -> None:
+        with self.cond:
+            self.away[core_id] = None
 
     # ---- points -------------------------------------------------------------------------------
     def _post(self, core_id: int, channel, payload) -> tuple:
@@ -106,6 +183,7 @@ class Rendezvous:
         peer = 1 - core_id
         seen, since = None, None
         self.waiting[core_id] = (point, key)
+        self._drop_turn(core_id)
         self.cond.notify_all()
         try:
             while True:
@@ -180,6 +258,16 @@ class Rendezvous:
             if not self.cancelled and not pending:
                 core.before_ins = None
                 core.fast = core.settings.fast_paths
+
+
+def take_shared_turn(t, kind: str, accumulation: bool) -> None:
+    """The access hook (``alloc.watch``) of a shared-HBM allocation under LNC2: a core's first
+    shared-HBM access in an instruction waits for its turn (``Rendezvous.take_turn``)."""
+    core = state.current.get()
+    if core is not None:
+        sync = core.launch.sync
+        if sync is not None and not sync.holding[core.core_id]:
+            sync.take_turn(core)
 
 
 _SYNC_APIS = frozenset(("nisa.core_barrier", "nisa.sendrecv"))
@@ -335,4 +423,4 @@ def _stop_threads(cores):
     return first
 
 
-__all__ = ["CoreStopped", "Rendezvous", "run_cores"]
+__all__ = ["CoreStopped", "Rendezvous", "run_cores", "take_shared_turn"]

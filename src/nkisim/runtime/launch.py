@@ -28,7 +28,7 @@ from ..errors import FindingsError, KernelArgumentError, MemorySpaceError, NkiEr
 from ..memory import access
 from ..memory.buffers import ON_CHIP, private_hbm, psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
-from .cores import Rendezvous, run_cores
+from .cores import Rendezvous, run_cores, take_shared_turn
 
 # Converters for array types other than NumPy, keyed by the type's top-level module name. Each entry
 # is a module path whose ``to_numpy(x) -> np.ndarray`` shares memory and ``from_numpy(a, like)``
@@ -236,9 +236,23 @@ def _wrap(arr, launch, path, buffer):
         t.alloc.snapshot = access.NoWrites(_OVERLAP_WHY)
     if launch.recording is not None:            # ids appear in events only
         t.alloc.id = _arg_id(path, launch.param_names)
-    if launch.settings.detect_races:
+    if launch.shared_watch is not None:
+        t.alloc.watch = launch.shared_watch
+    elif launch.settings.detect_races:
         t.alloc.watch = races.watch_access
     return t
+
+
+def _shared_watch(settings):
+    """LNC2: the access hook of every shared_hbm allocation -- the shared-HBM turn (``cores``),
+    then race detection when it is on."""
+    if not settings.detect_races:
+        return take_shared_turn
+
+    def watch(t, kind, accumulation):
+        take_shared_turn(t, kind, accumulation)
+        races.watch_access(t, kind, accumulation)
+    return watch
 
 
 def _names_of(func) -> tuple:
@@ -500,6 +514,8 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
 def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat=None):
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
+    if lnc > 1:
+        launch.shared_watch = _shared_watch(settings)
     if seat is not None:
         launch.seat, seat.launch = seat, launch
     launch.recording = trace.active()

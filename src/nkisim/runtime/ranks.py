@@ -143,6 +143,8 @@ class World:
             self.rounds[(me, channel)] = r + 1
             key = (channel, r)
             box = self.posts.setdefault(key, {})
+            if sync is not None:     # LNC2: the other core may take the shared-HBM turns meanwhile
+                sync.leave(core.core_id, lambda: len(box) == len(parts))
             box[me] = payload
             self.posted += 1
             self.cond.notify_all()
@@ -172,6 +174,8 @@ class World:
                     self.cond.wait(_POLL_S)
             finally:
                 self.waiting.pop(me, None)
+                if sync is not None:
+                    sync.back(core.core_id)
 
     def _progress(self) -> tuple:
         """What changes while any rank progresses: every core's instruction count, the posts."""
