@@ -7,6 +7,7 @@ from .elementwise import *  # noqa: F401,F403
 from .enums import *  # noqa: F401,F403
 from .matmul import *  # noqa: F401,F403
 from .multicore import *  # noqa: F401,F403
+from .mx import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .search import *  # noqa: F401,F403
@@ -19,7 +20,7 @@ from .unsupported import *  # noqa: F401,F403
 from ..errors import NkiError as NkiValidationError  # noqa: F401
 import sys as _sys
 
-_FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "matmul", "multicore", "reduce", "scan",
+_FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "matmul", "multicore", "mx", "reduce", "scan",
              "search", "select", "stats", "transpose", "version", "registers", "unsupported")
 __all__ = sorted({n for f in _FAMILIES for n in _sys.modules[f"{__name__}.{f}"].__all__}
                  | {"NkiValidationError"})

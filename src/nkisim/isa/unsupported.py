@@ -81,19 +81,6 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
 
 
 @_unsupported
-def quantize_mx(dst, src, dst_scale, name=None):
-    """Quantize FP16/BF16 data to MXFP8 data and scales (Vector engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
-def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None,
-                 tile_size=None, accumulate=None, name=None):
-    """Matrix multiplication of MXFP8/MXFP4 matrices with dequantization (Tensor engine).
-    Not simulated yet: raises UnsupportedError."""
-
-
-@_unsupported
 def sequence_bounds(dst, segment_ids, name=None):
     """Sequence bounds of a set of segment ids (GpSimd engine). Not simulated yet: raises
     UnsupportedError."""
@@ -136,6 +123,6 @@ def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_
 
 
 __all__ = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-           "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
+           "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute",
            "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
            "builtin_custom_op"]
