@@ -324,7 +324,8 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
     if dt is None or _dt.name(dt) not in target.dtypes:
         hint = " (convert with .astype(np.float32))" if array.dtype.kind == "f" else \
             " (convert with .astype(np.int32))" if array.dtype.kind in "iu" else ""
-        raise DtypeError("kernel argument", f"{name}: dtype {array.dtype} is not an NKI dtype on "
+        raise DtypeError("kernel argument", f"{name}: dtype {_dt.name(dt) if dt is not None else array.dtype} "
+                                            f"is not an NKI dtype on "
                                             f"{target.name}{hint}")
     sdt = _dt.storage_dtype(dt, precise)
     in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
