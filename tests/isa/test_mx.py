@@ -550,3 +550,16 @@ def test_host_pack_and_unpack_helpers_round_trip(rng, x4):
     assert got.dtype == x4 and got.shape == (3, 5, 2)
     np.testing.assert_array_equal(got.view(ELEM[x4][2]), ref_pack(v, x4).view(ELEM[x4][2]))
     np.testing.assert_array_equal(dtypes.unpack_x4(got).astype(np.float64), ref_unpack(got))
+
+
+@pytest.mark.parametrize("x4", X4)
+def test_memset_of_an_x4_tile_sets_every_packed_element(x4):
+    def kernel():
+        t = nl.ndarray((32, 3), dtype=x4, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=0.0)
+        u = nl.ndarray((32, 3), dtype=x4, buffer=nl.sbuf)
+        nisa.memset(dst=u, value=1.5)
+        return out(t), out(u)
+    zero, onehalf = simulate(kernel, target="trn3")
+    assert (zero.view(ELEM[x4][2]) == 0).all()
+    assert (ref_unpack(onehalf) == 1.5).all()
