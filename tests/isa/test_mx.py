@@ -563,3 +563,17 @@ def test_memset_of_an_x4_tile_sets_every_packed_element(x4):
     zero, onehalf = simulate(kernel, target="trn3")
     assert (zero.view(ELEM[x4][2]) == 0).all()
     assert (ref_unpack(onehalf) == 1.5).all()
+
+
+def test_nl_load_store_and_same_dtype_tensor_copy_of_x4_tiles(rng):
+    a = mx_data(rng, (64, 6), nl.float8_e5m2_x4)
+
+    def kernel(a):
+        t = nl.load(a)
+        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=u, src=t)
+        o = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(o, u)
+        return o
+    got = simulate(kernel, a, target="trn3")
+    np.testing.assert_array_equal(got.view(np.uint32), a.view(np.uint32))
