@@ -55,7 +55,7 @@ def test_induction_register_is_read_only():
 
 
 UNSIMULATED = ["activate2", "nonzero_with_count", "tensor_scalar_cumulative", "local_gather", "nc_n_gather",
-               "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute", "quantize_mx", "nc_matmul_mx",
+               "nc_stream_shuffle", "rng", "rand2", "dropout", "dma_compute",
                "sequence_bounds", "set_rng_seed", "rand_set_state", "rand_get_state", "topk",
                "builtin_custom_op"]
 
