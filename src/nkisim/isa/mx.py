@@ -99,7 +99,7 @@ def _scale_rows(op, name, scale, data_name, data, free, t) -> np.ndarray:
 # ---- quantize_mx ---------------------------------------------------------------------------------
 
 def _qmx_rules(ins, dst, src, dst_scale, name):
-    """quantize_mx's rules (see its docstring); info: the scale rows and dst's element dtype."""
+    """quantize_mx's rules (see its docstring); info: the dst_scale rows of the scaling groups."""
     op, t = ins.op, ins.target
     _mx_target(op, t)
     _no_indirect(op, dst=dst, src=src, dst_scale=dst_scale)
@@ -145,7 +145,7 @@ def _qmx_compute(ins, dst, src, dst_scale, name):
     scales = biased.astype(np.uint8)
     if dst_scale.dtype != _dt.uint8:
         scales = scales.view(ml_dtypes.float8_e8m0fnu).astype(_F32)
-    q, per_quad = t.mx_quadrant_partitions, t.mx_quadrant_partitions // g
+    per_quad = t.mx_quadrant_partitions // g
     for k in range(0, len(rows), per_quad):                      # one quadrant's scale rows
         r0 = int(rows[k])
         write(dst_scale[r0:r0 + per_quad], scales[k:k + per_quad])
