@@ -12,9 +12,9 @@ register_store rng scalar_tensor_tensor select_reduce sendrecv sequence_bounds s
 tensor_copy_predicated tensor_partition_reduce tensor_reduce tensor_scalar tensor_scalar_cumulative
 tensor_scalar_reduce tensor_tensor tensor_tensor_scan topk""".split()
 
-# What nkisim does not simulate yet (issue 12 empties this list, builtin_custom_op aside: it runs
-# a custom GpSimd library, Beta 1 API only).
-NOT_SIMULATED = {"nc_matmul_mx", "quantize_mx", "builtin_custom_op"}
+# What nkisim does not simulate: builtin_custom_op alone (it runs a custom GpSimd library; Beta 1
+# API page only).
+NOT_SIMULATED = {"builtin_custom_op"}
 
 
 def test_every_documented_instruction_is_listed():

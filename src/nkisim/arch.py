@@ -55,6 +55,15 @@ class Target:
     # sendrecv(dma_engine=gpsimd_dma): most bytes per partition, by element size in bytes
     # (nki.isa.sendrecv: 1024 bytes for 32-bit types, 512 for 16-bit, 256 for 8-bit)
     sendrecv_gpsimd_dma_partition_bytes: tuple = ((4, 1024), (2, 512), (1, 256))
+    # MX (microscaling): quantize_mx / nc_matmul_mx "Available only on NeuronCore-v4 and newer";
+    # a scaling group is 8 partitions x 4 elements per partition (32 values, one e8m0 scale);
+    # scales sit in the first rows of the group's 32-partition quadrant, at a start offset of
+    # 0, 4, 8 or 12 within it; nc_matmul_mx row tiles (mxfp-matmul.rst, nisa docstrings)
+    mx_ops: bool = False
+    mx_group_partitions: int = 8
+    mx_quadrant_partitions: int = 32
+    mx_scale_offsets: tuple = (0, 4, 8, 12)
+    mx_tile_rows: tuple = (32, 64, 128)
     psum_dst_dtypes: tuple = ("float32",)
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
                                   "tfloat32", "float32")
@@ -99,7 +108,10 @@ TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
               act_tensor_scalar_ops=(("multiply", "add"), ("multiply", "subtract"), ("multiply", None),
                                      ("add", None), ("subtract", None), ("bypass", None)),
               matmul_input_dtypes=TRN2.matmul_input_dtypes + ("float8_e4m3fn",),
-              dtypes=TRN2.dtypes + ("float8_e4m3fn",))
+              # the MX dtypes: "custom data type for nki.isa.nc_matmul_mx on NeuronCore-v4"
+              dtypes=TRN2.dtypes + ("float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4",
+                                    "float8_e5m2_x4", "float4_e2m1fn_x4"),
+              mx_ops=True)
 
 TARGETS = {t.name: t for t in (TRN1, TRN2, TRN3)}
 

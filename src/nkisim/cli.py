@@ -29,17 +29,14 @@ def main(argv=None) -> int:
 
 def ops_table(stubs_only: bool = False) -> list[tuple[str, str, str, str, str]]:
     """Rows ``(api, family module, reads, writes, status)`` for every ``nki.isa`` instruction, by
-    name; status is ``simulated`` or ``not simulated`` (an op that raises UnsupportedError)."""
+    name; status is ``simulated``, or ``not simulated`` for the one op that raises UnsupportedError
+    (``builtin_custom_op``: a custom GpSimd library cannot run on a CPU)."""
     import nkisim.isa as isa
-    from nkisim.isa import dispatch, unsupported
+    from nkisim.isa import dispatch
 
-    rows = []
-    for api, spec in sorted(dispatch.SPECS.items()):
-        stub = spec.rules is unsupported._not_simulated
-        if stubs_only and not stub:
-            continue
-        rows.append((api, spec.compute.__module__.rsplit(".", 1)[-1], ",".join(spec.reads) or "-",
-                     ",".join(spec.writes) or "-", "not simulated" if stub else "simulated"))
+    rows = [] if stubs_only else [
+        (api, spec.compute.__module__.rsplit(".", 1)[-1], ",".join(spec.reads) or "-",
+         ",".join(spec.writes) or "-", "simulated") for api, spec in sorted(dispatch.SPECS.items())]
     if hasattr(isa, "builtin_custom_op"):    # no spec: custom GpSimd library code (Beta 1 page only)
         rows.append(("nisa.builtin_custom_op", "unsupported", "srcs", "dsts",
                      "not simulated (runs a custom GpSimd library; Beta 1 API only)"))

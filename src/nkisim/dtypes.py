@@ -2,7 +2,8 @@
 
 Only ``round_into`` converts computed values into a tensor's dtype. Imports numpy and ml_dtypes only.
 Sources: aws-neuron-sdk nki/api/nki.api.shared.rst (data types); nki/deep-dives simulator notes
-(NKI_PRECISE_FP); nki/api/nki/isa/__init__.py (fp32 -> int: round half to even, saturate).
+(NKI_PRECISE_FP); nki/api/nki/isa/__init__.py (fp32 -> int: round half to even, saturate);
+nki/api/nki/language/__init__.py and nki/deep-dives/mxfp-matmul.rst (the MX x4 packed dtypes).
 """
 from __future__ import annotations
 
@@ -18,9 +19,26 @@ tfloat32 = np.dtype("V4")
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)  # MX scale: 2**(bits - 127), 0xFF is NaN
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
+
+# The MX "x4" dtypes: one stored element packs 4 narrow elements ("The float8_*_x4 types are
+# 32-bits wide and physically contain four float8 elements. The float4_*_x4 type is 16-bits wide",
+# mxfp-matmul.rst). Decision: NumPy has no such types, so each is a one-field structured dtype
+# of that width (distinct from uint32 / tfloat32; ``a.view(np.uint32)`` gives the raw words,
+# ``np.zeros(shape, nl.float8_e4m3fn_x4)`` works on the host). Packing is little-endian: element
+# q of a word is byte q (fp8) or nibble q (fp4), so ``fp8_array.view(np.uint32)`` and the
+# low-nibble-first uint8 pairs of the MX tutorial's host code are already x4 words.
+float8_e4m3fn_x4 = np.dtype([("float8_e4m3fn_x4", "<u4")])
+float8_e5m2_x4 = np.dtype([("float8_e5m2_x4", "<u4")])
+float4_e2m1fn_x4 = np.dtype([("float4_e2m1fn_x4", "<u2")])
+X4 = 4                                   # narrow elements per packed element
+# packed dtype -> (element dtype, bits per element, raw word dtype)
+PACKED = {float8_e4m3fn_x4: (np.dtype(ml_dtypes.float8_e4m3fn), 8, np.dtype(np.uint32)),
+          float8_e5m2_x4: (np.dtype(ml_dtypes.float8_e5m2), 8, np.dtype(np.uint32)),
+          float4_e2m1fn_x4: (np.dtype(ml_dtypes.float4_e2m1fn), 4, np.dtype(np.uint16))}
 
 _BY_NAME = {
     "float32": float32, "fp32": float32, "float16": float16, "fp16": float16,
@@ -28,15 +46,20 @@ _BY_NAME = {
     "float8_e4m3": float8_e4m3, "float8e4": float8_e4m3, "float8_e4m3fn": float8_e4m3fn,
     "float8_e5m2": float8_e5m2, "float8e5": float8_e5m2,
     "int8": int8, "int16": int16, "int32": int32, "uint8": uint8, "uint16": uint16,
-    "uint32": uint32, "bool": bool_, "bool_": bool_,
+    "uint32": uint32, "bool": bool_, "bool_": bool_, "float8_e8m0fnu": float8_e8m0fnu,
+    "float8_e4m3fn_x4": float8_e4m3fn_x4, "float8_e5m2_x4": float8_e5m2_x4,
+    "float4_e2m1fn_x4": float4_e2m1fn_x4,
 }
 NKI_DTYPES = (float32, float16, bfloat16, tfloat32, float8_e4m3, float8_e4m3fn, float8_e5m2,
-              int8, int16, int32, uint8, uint16, uint32, bool_)
+              int8, int16, int32, uint8, uint16, uint32, bool_, float8_e8m0fnu, float8_e4m3fn_x4,
+              float8_e5m2_x4, float4_e2m1fn_x4)
 _NAME = {float32: "float32", float16: "float16", bfloat16: "bfloat16", tfloat32: "tfloat32",
          float8_e4m3: "float8_e4m3", float8_e4m3fn: "float8_e4m3fn", float8_e5m2: "float8_e5m2",
          int8: "int8", int16: "int16", int32: "int32", uint8: "uint8", uint16: "uint16",
-         uint32: "uint32", bool_: "bool"}
-_LOW_FP = (float16, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, tfloat32)
+         uint32: "uint32", bool_: "bool", float8_e8m0fnu: "float8_e8m0fnu",
+         float8_e4m3fn_x4: "float8_e4m3fn_x4", float8_e5m2_x4: "float8_e5m2_x4",
+         float4_e2m1fn_x4: "float4_e2m1fn_x4"}
+_LOW_FP = (float16, bfloat16, float8_e4m3, float8_e4m3fn, float8_e5m2, tfloat32, float8_e8m0fnu)
 _FLOATS = frozenset((float32,) + _LOW_FP)
 _INTS = frozenset((int8, int16, int32, uint8, uint16, uint32))
 
@@ -69,24 +92,67 @@ def is_int(dt) -> bool:
     return np.dtype(dt) in _INTS
 
 
+def is_packed(dt) -> bool:
+    """True for the MX x4 dtypes (several narrow elements per stored element)."""
+    return dt in PACKED
+
+
 def itemsize(dt) -> int:
+    """Bytes per stored element (4 for float8_*_x4, 2 for float4_e2m1fn_x4)."""
     return np.dtype(dt).itemsize
+
+
+def pack_x4(values, dt) -> np.ndarray:
+    """Values (last dim 4n, any float dtype) rounded once to dt's element type (ml_dtypes: round
+    to nearest even; fp4 saturates) and packed into an array of x4 dtype ``dt`` (last dim n)."""
+    elem, bits, word = PACKED[dt]
+    v = np.asarray(values)
+    if v.shape[-1:] == () or v.shape[-1] % X4:
+        raise ValueError(f"pack_x4: the last dim of {v.shape} is not a multiple of {X4}")
+    if v.dtype != elem:
+        v = v.astype(np.float32).astype(elem)
+    raw = np.ascontiguousarray(v).view(np.uint8).astype(word)
+    if bits == 4:
+        raw &= word.type(0xF)
+    raw = raw.reshape(v.shape[:-1] + (v.shape[-1] // X4, X4))
+    shifts = np.arange(X4, dtype=word) * word.type(bits)
+    out = (raw << shifts).sum(axis=-1, dtype=word)      # the fields are disjoint: sum == or
+    return out.view(dt)
+
+
+def unpack_x4(a: np.ndarray) -> np.ndarray:
+    """The narrow elements of an x4 array (last dim n) as their ml_dtypes element type (last dim 4n)."""
+    elem, bits, word = PACKED[a.dtype]
+    w = np.ascontiguousarray(a).view(word)
+    shifts = np.arange(X4, dtype=word) * word.type(bits)
+    mask = word.type((1 << bits) - 1)
+    parts = ((w[..., None] >> shifts) & mask).astype(np.uint8)
+    return parts.reshape(a.shape[:-1] + (a.shape[-1] * X4,)).view(elem)
 
 
 def storage_dtype(dt: np.dtype, precise: bool) -> np.dtype:
     """The dtype of the NumPy array holding a tensor of dtype ``dt``.
 
     ``precise`` (NKI_PRECISE_FP=1): the dtype itself (tfloat32 -> float32). Otherwise every
-    low-precision float is stored as float32 and never rounded.
+    low-precision float is stored as float32 and never rounded. The x4 dtypes are always stored
+    as themselves (raw packed words: they are never computed on as values).
     """
     if dt == tfloat32 or (not precise and dt in _LOW_FP):
         return float32
     return dt
 
 
+# Decision: a fresh x4 allocation holds NaN in every fp8 element (0x7F is NaN in both e4m3fn
+# and e5m2); fp4 has no NaN, so each fp4 element is its largest value, 6.0 (0x7).
+_PACKED_FILL = {float8_e4m3fn_x4: 0x7F7F7F7F, float8_e5m2_x4: 0x7F7F7F7F, float4_e2m1fn_x4: 0x7777}
+
+
 def sentinel(dt) -> float | int:
-    """Fill value of a new allocation: NaN for floats, 4 for integers, True for bool."""
+    """Fill value of a new allocation: NaN for floats, 4 for integers, True for bool; for the x4
+    dtypes the raw word of 4 NaN fp8 elements, or 4 fp4 elements of 6.0."""
     d = np.dtype(dt)
+    if d in _PACKED_FILL:
+        return _PACKED_FILL[d]
     if d in _FLOATS:
         return np.nan
     return True if d == bool_ else 4
@@ -109,6 +175,11 @@ def round_into(values, dt: np.dtype, precise: bool = True) -> np.ndarray:
     Returns an array in ``storage_dtype(dt, precise)`` (the input itself when no conversion is due).
     """
     values = np.asarray(values)
+    if dt in PACKED:
+        if values.dtype != dt:
+            raise TypeError(f"round_into: {values.dtype} values cannot be stored as packed {_NAME[dt]} "
+                            f"(use pack_x4)")
+        return values
     if dt in _FLOATS:
         if dt == tfloat32 and precise:
             return _round_tf32(values)
@@ -176,5 +247,6 @@ def from_storage(a: np.ndarray, dt: np.dtype) -> np.ndarray:
     return out
 
 
-__all__ = ["as_dtype", "name", "is_float", "is_int", "itemsize", "storage_dtype", "sentinel",
+__all__ = ["as_dtype", "name", "is_float", "is_int", "is_packed", "pack_x4", "unpack_x4", "PACKED", "X4",
+           "itemsize", "storage_dtype", "sentinel",
            "round_into", "to_storage", "from_storage", "NKI_DTYPES"] + [n for n in _NAME.values() if n != "bool"] + ["bool_"]

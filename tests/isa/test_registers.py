@@ -55,23 +55,18 @@ def test_induction_register_is_read_only():
         nki.simulate(kernel)(np.zeros((1, 1), np.float32))
 
 
-UNSIMULATED = list(_unsupported.__all__)     # the stubs still left (each must raise UnsupportedError)
-
-
-@pytest.mark.parametrize("name", UNSIMULATED)
-def test_documented_unsimulated_ops_raise_unsupported(name):
-    op = getattr(nisa, name)
-    required = [p for p in inspect.signature(op).parameters.values()
-                if p.default is p.empty and p.kind is not p.VAR_KEYWORD]
+def test_builtin_custom_op_is_the_one_op_not_simulated():
+    assert _unsupported.__all__ == ["builtin_custom_op"]
 
     def kernel(x):
-        op(*[x] * len(required))                # every documented required argument
-    with pytest.raises(UnsupportedError, match=rf"^nisa\.{name}: this instruction is documented but not "
-                                               rf"simulated by nkisim yet \(test_registers\.py:\d+\)$"):
+        nisa.builtin_custom_op("f", "lib.so", 1, 1, [x], [x], alpha=2)
+    with pytest.raises(UnsupportedError, match=r"^nisa\.builtin_custom_op: it runs a custom GpSimd library "
+                                               r"\(device code\), which nkisim cannot run on a CPU "
+                                               r"\(test_registers\.py:\d+\)$"):
         nki.simulate(kernel)(np.zeros((1, 1), np.float32))
 
 
-def test_unsimulated_ops_have_their_documented_signatures():
+def test_formerly_unsimulated_ops_have_their_documented_signatures():
     sig = {n: str(inspect.signature(getattr(nisa, n))).replace("<engine.", "").replace("<reduce_cmd.", "")
            for n in ("topk", "rng", "tensor_scalar_cumulative", "dma_compute")}
     assert sig["topk"] == "(val_dst, idx_dst, src, n, name=None)"

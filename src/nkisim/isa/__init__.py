@@ -8,6 +8,7 @@ from .enums import *  # noqa: F401,F403
 from .gather import *  # noqa: F401,F403
 from .matmul import *  # noqa: F401,F403
 from .multicore import *  # noqa: F401,F403
+from .mx import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
@@ -21,8 +22,9 @@ from .unsupported import *  # noqa: F401,F403
 from ..errors import NkiError as NkiValidationError  # noqa: F401
 import sys as _sys
 
-_FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "gather", "matmul", "multicore", "random",
-             "reduce", "scan", "search", "select", "stats", "transpose", "version", "registers", "unsupported")
+_FAMILIES = ("activation", "copy", "dma", "elementwise", "enums", "gather", "matmul", "multicore", "mx",
+             "random", "reduce", "scan", "search", "select", "stats", "transpose", "version", "registers",
+             "unsupported")
 __all__ = sorted({n for f in _FAMILIES for n in _sys.modules[f"{__name__}.{f}"].__all__}
                  | {"NkiValidationError"})
 

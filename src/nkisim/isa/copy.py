@@ -106,7 +106,10 @@ def _memset_rules(ins, dst, value, engine, name):
 
 
 def _memset_compute(ins, dst, value, engine, name):
-    if _dt.is_int(dst.dtype):
+    if _dt.is_packed(dst.dtype):      # every narrow element of each x4 element holds the value
+        word = _dt.pack_x4(np.full(_dt.X4, value, np.float32), dst.dtype)[0]
+        write(dst, np.broadcast_to(word, dst.shape))
+    elif _dt.is_int(dst.dtype):
         v = np.asarray(value)
         write(dst, np.full(dst.shape, int(float(v)) if v.dtype.kind == "f" else int(v), dst.dtype))
     else:
@@ -119,7 +122,8 @@ def memset(dst, value, engine=_engine.unknown, name=None):
 
     Buffers: SBUF or PSUM (GpSimd: SBUF only). Dtypes: an integer dst takes an integral value
     (Decision: integral floats such as 0.0 are accepted, fractional ones raise DtypeError); the
-    value is rounded once into dst.dtype. Engine: vector, gpsimd or unknown ("specify which
+    value is rounded once into dst.dtype (Decision: an MX x4 dst gets it in each of its packed
+    elements, rounded to the element type, e.g. 0.0 zeroes the words). Engine: vector, gpsimd or unknown ("specify which
     engine to use for memset: nki.isa.engine.vector or nki.isa.engine.gpsimd"); others raise
     EngineError. Decision: engine=unknown runs on vector (as tensor_copy); the event names it.
     Raises: DtypeError, MemorySpaceError, EngineError.

@@ -19,6 +19,8 @@ from . import operators as _operators  # noqa: F401  (registers NkiTensor's oper
 
 float32, float16, bfloat16, tfloat32 = _d.float32, _d.float16, _d.bfloat16, _d.tfloat32
 float8_e4m3, float8_e4m3fn, float8_e5m2 = _d.float8_e4m3, _d.float8_e4m3fn, _d.float8_e5m2
+float8_e8m0fnu = _d.float8_e8m0fnu
+float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4 = _d.float8_e4m3fn_x4, _d.float8_e5m2_x4, _d.float4_e2m1fn_x4
 int8, int16, int32, uint8, uint16, uint32 = _d.int8, _d.int16, _d.int32, _d.uint8, _d.uint16, _d.uint32
 bool_ = _d.bool_
 globals()["bool"] = _d.bool_
@@ -28,5 +30,6 @@ __all__ = sorted(set(_creation.__all__ + _misc.__all__ + _ops.__all__ + _tile.__
     "MemoryRegion", "hbm", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "private_hbm", "psum", "sbuf",
     "shared_hbm", "NkiTensor", "tensor", "num_programs", "program_id", "program_ndim", "affine_range",
     "range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop", "tile_size", "float32", "float16", "bfloat16",
-    "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "int8", "int16", "int32", "uint8",
+    "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float8_e4m3fn_x4", "float8_e5m2_x4",
+    "float4_e2m1fn_x4", "int8", "int16", "int32", "uint8",
     "uint16", "uint32", "bool_", "bool"})

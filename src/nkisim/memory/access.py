@@ -326,7 +326,8 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
     if dt is None or _dt.name(dt) not in target.dtypes:
         hint = " (convert with .astype(np.float32))" if array.dtype.kind == "f" else \
             " (convert with .astype(np.int32))" if array.dtype.kind in "iu" else ""
-        raise DtypeError("kernel argument", f"{name}: dtype {array.dtype} is not an NKI dtype on "
+        raise DtypeError("kernel argument", f"{name}: dtype {_dt.name(dt) if dt is not None else array.dtype} "
+                                            f"is not an NKI dtype on "
                                             f"{target.name}{hint}")
     sdt = _dt.storage_dtype(dt, precise)
     in_place = array.dtype == sdt and array.flags.c_contiguous and array.flags.writeable
@@ -435,8 +436,21 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
             _on_read(t)
         lazy = t.alloc.lazy
         a = _deferred(t, lazy) if lazy is not None and t._whole and t.dtype is t.alloc.dtype else t.np()
-        return a if a.dtype == F32 else a.astype(F32)
+        if a.dtype == F32:
+            return a
+        if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
+            _packed_error(t, "r")
+        return a.astype(F32)
     return np.asarray(t, dtype=F32)
+
+
+def _packed_error(t: NkiTensor, kind: str):
+    """A read as values of, or a value write into, an MX x4 tensor (only copies of the same dtype
+    and the MX instructions handle packed data)."""
+    op, role = _hooks.accessor(t, kind)
+    raise DtypeError(op, f"{role} dtype {_dt.name(t.dtype)} is a packed MX type: only a copy to or "
+                         f"from the same dtype, quantize_mx and nc_matmul_mx take it (view it as "
+                         f"uint32/uint16 with .view() to handle the raw words)")
 
 
 def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwrite: bool = False,
@@ -483,6 +497,8 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
             values = dst.astype(F32) + np.asarray(values).reshape(dst.shape)
         if type(values) is np.ndarray and values.dtype is dst.dtype and t.dtype is not _TF32:
             arr = values            # already in the storage dtype: nothing to round
+        elif t.dtype in _dt.PACKED and np.asarray(values).dtype != dst.dtype:
+            _packed_error(t, "w")
         else:
             arr = _dt.round_into(values, t.dtype, alloc.precise)
         if arr.shape != dst.shape and arr.size == dst.size:
