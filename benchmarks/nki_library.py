@@ -12,10 +12,24 @@ stood in for here, outside the nkisim package, in a temporary folder put on the 
 ``neuron_dtypes`` (a private dtype helper its tests import), ``test.utils.perf_analysis_private``
 and ``test.utils.scripts.remote_lock_scripts`` (private modules its orchestrator and hardware-host
 locking import) and ``Orchestrator._compiled_kernel`` (read in simulation mode before anything
-sets it).
+sets it). One more stand-in: the public harness runs one rank in simulation, so its collective
+tests (``InferenceArgs.collective_ranks > 1`` or a ``PerRankLazyInputGenerator`` input) could not
+pass; the plugin wraps ``Orchestrator._run_simulator_inference`` at runtime to run every rank at
+once on nkisim's multi-rank launch (``nki.simulate(kernel, ranks=N)``, rank r given
+``for_rank(r)``) and to leave each rank's outputs in ``infer_result/output_worker_<r>/`` as the
+hardware run does, so the suite's own validation checks what it checks on hardware: every rank
+against a per-rank golden (``PerRankLazyGoldenGenerator``), rank 0 against a single golden.
 
-Prints pass / fail / skip / error counts, the share of run tests that pass, the top failure causes
-(exception type and first message line, numbers masked) and the slowest ten tests with times.
+Tests marked ``trace_only`` / ``compile_only`` / ``compile_and_infer`` run in that mode even under
+``--test-mode simulation`` and need the Neuron compiler: the plugin skips them at collection
+("needs the Neuron compiler: marked trace_only") and the summary counts them apart ("not
+simulation tests"), outside the pass rate. A test failing before any kernel reached the simulator
+(its own input or golden generation, e.g. a MemoryError under the memory cap) is still a failure,
+counted on its own line too ("failed before reaching the simulator").
+
+Prints pass / fail / skip / error counts, the share of simulation tests run that pass, the top
+failure causes (exception type and first message line, numbers masked) and the slowest ten tests
+with times.
 Needs the suite's test dependencies in the running environment (the script names any missing).
 Not run in CI: the checkout comes from the network.
 """
@@ -29,7 +43,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import xml.etree.ElementTree as ET
 
@@ -38,7 +51,7 @@ NEEDS = {"pytest": "pytest", "xdist": "pytest-xdist", "pytest_timeout": "pytest-
          "pytest_html": "pytest-html", "pytest_metadata": "pytest-metadata", "boto3": "boto3",
          "aws_embedded_metrics": "aws-embedded-metrics", "fabric2": "fabric2", "filelock": "filelock",
          "allpairspy": "allpairspy", "plotext": "plotext", "pandas": "pandas", "torch": "torch==2.13.0",
-         "ml_dtypes": "ml_dtypes", "nkisim": "nkisim"}
+         "ml_dtypes": "ml_dtypes", "scipy": "scipy", "nkisim": "nkisim"}
 
 NEURON_DTYPES = '''\
 """Stand-in for the private ``neuron_dtypes`` module nki-library's tests import (not public)."""
@@ -78,7 +91,7 @@ def static_cast(array, dtype):
 '''
 
 PLUGIN = '''\
-"""pytest plugin: stand-ins for what the public nki-library repository lacks."""
+"""pytest plugin: stand-ins for what the public nki-library repository lacks (see the runner's docstring)."""
 import sys
 import types
 
@@ -255,24 +268,54 @@ def _cause(case) -> str:
     return line[:160]
 
 
+# Kept equal to the plugin's NOT_SIMULATION / STAGE / BEFORE_SIMULATOR (a test checks).
+NOT_SIMULATION = "needs the Neuron compiler: marked "
+STAGE, BEFORE_SIMULATOR = "nkisim_stage", "before-simulator"
+
+
 def summarise(junit: str, top: int = 15) -> dict:
-    """Counts, top causes and slowest tests from a junit XML report."""
+    """Counts, top causes and slowest tests from a junit XML report.
+
+    ``counts``: passed / failed / error / skipped, and apart from them ``not_simulation`` (skipped
+    by the plugin: a marker runs them in a compiler trace mode), so the pass rate is over the
+    simulation tests; ``before_simulator`` counts the failed ones (they stay in ``failed``) whose
+    failure came before any kernel reached the simulator (the test's own input or golden
+    generation, e.g. a MemoryError under the memory cap)."""
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     counts, causes, times = collections.Counter(), collections.Counter(), []
     for case in cases:
         kinds = {c.tag for c in case}
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         if "skipped" in kinds:
-            counts["skipped"] += 1
+            skip = next(c for c in case if c.tag == "skipped")
+            why = skip.get("message") or skip.text or ""
+            counts["not_simulation" if NOT_SIMULATION in why else "skipped"] += 1
             continue
         if kinds & {"failure", "error"}:
             counts["error" if "error" in kinds and "failure" not in kinds else "failed"] += 1
             causes[_cause(case)] += 1
+            if "failure" in kinds and any(p.get("name") == STAGE and p.get("value") == BEFORE_SIMULATOR
+                                          for p in case.iter("property")):
+                counts["before_simulator"] += 1
         else:
             counts["passed"] += 1
         times.append((float(case.get("time") or 0), name))
     times.sort(reverse=True)
     return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
+
+
+def report_lines(c) -> str:
+    """The summary's count lines from ``summarise(...)["counts"]``."""
+    ran = c["passed"] + c["failed"] + c["error"]
+    lines = [f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, {c['error']} errors"]
+    if c["before_simulator"]:
+        lines.append(f"  of the failed, failed before reaching the simulator (the test's own input/golden "
+                     f"generation): {c['before_simulator']}")
+    if c["not_simulation"]:
+        lines.append(f"not simulation tests: {c['not_simulation']} (skipped: a marker runs them in a "
+                     f"compiler trace mode, which needs the Neuron compiler)")
+    lines.append(f"pass rate of the simulation tests run: {100 * c['passed'] / ran if ran else 0:.1f} %")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -324,11 +367,8 @@ def main(argv=None) -> int:
         return 1
     s = summarise(junit)
     c = s["counts"]
-    ran = c["passed"] + c["failed"] + c["error"]
-    print(textwrap.dedent(f"""
-        nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}
-        {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, {c['error']} errors
-        pass rate of the tests run: {100 * c['passed'] / ran if ran else 0:.1f} %""").strip())
+    print(f"nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}")
+    print(report_lines(c))
     if s["causes"]:
         print("\ntop failure causes:")
         for cause, n in s["causes"]:
