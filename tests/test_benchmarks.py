@@ -245,6 +245,7 @@ def _harness_modules(tmp_path):
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
     mod = _load("nki_library")
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")      # the step sets it (as the harness does); undone after
     for name, m in _harness_modules(tmp_path).items():
         monkeypatch.setitem(sys.modules, name, m)
     before = set(sys.modules)
