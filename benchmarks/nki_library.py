@@ -203,7 +203,7 @@ def _run_ranks(self, kernel_under_test, ranks):
     import nki
     from test.utils.common_dataclasses import (INF_ARTIFACT_DIR_NAME, PerRankLazyInputGenerator,
                                                normalize_golden_output)
-    from test.utils.exceptions import InferenceException
+    from test.utils.exceptions import InferenceException, ValidationException
     from test.utils.metrics_collector import MetricName
 
     ranks = max(ranks, 1)
@@ -219,31 +219,34 @@ def _run_ranks(self, kernel_under_test, ranks):
         raise InferenceException("nkisim runner: every rank's kernel_input must name the same arguments, got "
                                  + "; ".join(f"rank {r}: {sorted(p)}" for r, p in enumerate(per)))
     collector = self.emitter.get_collector()
+    os.environ["NKI_NC_VERSION"] = kernel_under_test.compiler_input.platform_target.get_nc_gen()
+    lnc = kernel_under_test.compiler_input.logical_nc_config
+    kwargs = {n: nki.per_rank([p[n] for p in per]) for n in names}
+    _reached[0] = True
     try:
-        os.environ["NKI_NC_VERSION"] = kernel_under_test.compiler_input.platform_target.get_nc_gen()
-        lnc = kernel_under_test.compiler_input.logical_nc_config
-        kwargs = {n: nki.per_rank([p[n] for p in per]) for n in names}
-        _reached[0] = True
         with collector.timer(MetricName.SIMULATION_TIME):
             results = nki.simulate(kernel_under_test.kernel_func, ranks=ranks)[lnc](**kwargs)
-        if kernel_under_test.validation_args is None:
-            raise ValueError("Simulation mode requires validation_args to verify outputs")
-        golden_output = kernel_under_test.validation_args.golden_output
-        base = os.path.join(self.fs_config.artifacts_output_directory_path, INF_ARTIFACT_DIR_NAME)
-        for r, result in enumerate(results):
-            outputs = [] if result is None else list(result) if isinstance(result, (list, tuple)) else [result]
-            golden = normalize_golden_output(golden_output, rank_id=r)
-            if len(outputs) != len(golden):
-                raise RuntimeError(f"rank {r}: kernel returned {len(outputs)} outputs but expected "
-                                   f"{len(golden)}: {list(golden)}")
-            tensors = {name: np.asarray(out, dtype=g.dtype) for (name, g), out in zip(golden.items(), outputs)}
-            where = os.path.join(base, f"output_worker_{r}") if ranks > 1 else base
-            self.__dump_tensors__(where, tensors, lambda name: name)
-        return base
-    except InferenceException:
-        raise
     except Exception as e:
         raise InferenceException(str(e)) from e
+    if kernel_under_test.validation_args is None:
+        raise InferenceException("Simulation mode requires validation_args to verify outputs")
+    golden_output = kernel_under_test.validation_args.golden_output
+    # The output names come from the goldens; a per-rank golden is computed here, after the
+    # simulation: its failure is a validation failure, as on hardware (where the validator makes it).
+    try:
+        goldens = [normalize_golden_output(golden_output, rank_id=r) for r in range(ranks)]
+    except Exception as e:
+        raise ValidationException(f"golden generation failed: {type(e).__name__}: {e}") from e
+    base = os.path.join(self.fs_config.artifacts_output_directory_path, INF_ARTIFACT_DIR_NAME)
+    for r, (result, golden) in enumerate(zip(results, goldens)):
+        outputs = [] if result is None else list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(outputs) != len(golden):
+            raise InferenceException(f"rank {r}: kernel returned {len(outputs)} outputs but expected "
+                                     f"{len(golden)}: {list(golden)}")
+        tensors = {name: np.asarray(out, dtype=g.dtype) for (name, g), out in zip(golden.items(), outputs)}
+        where = os.path.join(base, f"output_worker_{r}") if ranks > 1 else base
+        self.__dump_tensors__(where, tensors, lambda name: name)
+    return base
 '''
 
 

@@ -209,6 +209,10 @@ class _InferenceException(Exception):
     pass
 
 
+class _ValidationException(Exception):
+    pass
+
+
 def _harness_modules(tmp_path):
     import contextlib
     import enum
@@ -220,7 +224,7 @@ def _harness_modules(tmp_path):
     dc.normalize_golden_output = lambda golden, rank_id=0: (golden.for_rank(rank_id)
                                                             if isinstance(golden, _PerRankGolden) else golden)
     ex = types.ModuleType("test.utils.exceptions")
-    ex.InferenceException = _InferenceException
+    ex.InferenceException, ex.ValidationException = _InferenceException, _ValidationException
     mc = types.ModuleType("test.utils.metrics_collector")
     mc.MetricName = types.SimpleNamespace(SIMULATION_TIME="sim")
 
@@ -320,6 +324,10 @@ def test_nki_library_plugin_keeps_one_rank_tests_on_the_harness_path_and_checks_
     two = _PerRankGolden(lambda rank_id: {"out": x, "extra": x})
     with pytest.raises(_InferenceException, match=r"rank 0: kernel returned 1 outputs but expected 2"):
         orch()._run_simulator_inference(_kut(kernel, per, two, 1))
+    def golden_runs_out_of_memory(rank_id):
+        raise MemoryError("golden")
+    with pytest.raises(_ValidationException, match=r"golden generation failed: MemoryError: golden"):
+        orch()._run_simulator_inference(_kut(kernel, per, _PerRankGolden(golden_runs_out_of_memory), 1))
     odd = _PerRankInputs(lambda rank_id: {"x": x, "group": group} if rank_id == 0 else {"x": x})
     with pytest.raises(_InferenceException, match=r"every rank's kernel_input must name the same arguments"):
         orch()._run_simulator_inference(_kut(kernel, odd, two, 2))
