@@ -12,10 +12,24 @@ stood in for here, outside the nkisim package, in a temporary folder put on the 
 ``neuron_dtypes`` (a private dtype helper its tests import), ``test.utils.perf_analysis_private``
 and ``test.utils.scripts.remote_lock_scripts`` (private modules its orchestrator and hardware-host
 locking import) and ``Orchestrator._compiled_kernel`` (read in simulation mode before anything
-sets it).
+sets it). One more stand-in: the public harness runs one rank in simulation, so its collective
+tests (``InferenceArgs.collective_ranks > 1`` or a ``PerRankLazyInputGenerator`` input) could not
+pass; the plugin wraps ``Orchestrator._run_simulator_inference`` at runtime to run every rank at
+once on nkisim's multi-rank launch (``nki.simulate(kernel, ranks=N)``, rank r given
+``for_rank(r)``) and to leave each rank's outputs in ``infer_result/output_worker_<r>/`` as the
+hardware run does, so the suite's own validation checks what it checks on hardware: every rank
+against a per-rank golden (``PerRankLazyGoldenGenerator``), rank 0 against a single golden.
 
-Prints pass / fail / skip / error counts, the share of run tests that pass, the top failure causes
-(exception type and first message line, numbers masked) and the slowest ten tests with times.
+Tests marked ``trace_only`` / ``compile_only`` / ``compile_and_infer`` run in that mode even under
+``--test-mode simulation`` and need the Neuron compiler: the plugin skips them at collection
+("needs the Neuron compiler: marked trace_only") and the summary counts them apart ("not
+simulation tests"), outside the pass rate. A test failing before any kernel reached the simulator
+(its own input or golden generation, e.g. a MemoryError under the memory cap) is still a failure,
+counted on its own line too ("failed before reaching the simulator").
+
+Prints pass / fail / skip / error counts, the share of simulation tests run that pass, the top
+failure causes (exception type and first message line, numbers masked) and the slowest ten tests
+with times.
 Needs the suite's test dependencies in the running environment (the script names any missing).
 Not run in CI: the checkout comes from the network.
 """
@@ -29,7 +43,6 @@ import resource
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import xml.etree.ElementTree as ET
 
@@ -38,7 +51,7 @@ NEEDS = {"pytest": "pytest", "xdist": "pytest-xdist", "pytest_timeout": "pytest-
          "pytest_html": "pytest-html", "pytest_metadata": "pytest-metadata", "boto3": "boto3",
          "aws_embedded_metrics": "aws-embedded-metrics", "fabric2": "fabric2", "filelock": "filelock",
          "allpairspy": "allpairspy", "plotext": "plotext", "pandas": "pandas", "torch": "torch==2.13.0",
-         "ml_dtypes": "ml_dtypes", "nkisim": "nkisim"}
+         "ml_dtypes": "ml_dtypes", "scipy": "scipy", "nkisim": "nkisim"}
 
 NEURON_DTYPES = '''\
 """Stand-in for the private ``neuron_dtypes`` module nki-library's tests import (not public)."""
@@ -78,7 +91,7 @@ def static_cast(array, dtype):
 '''
 
 PLUGIN = '''\
-"""pytest plugin: stand-ins for what the public nki-library repository lacks."""
+"""pytest plugin: stand-ins for what the public nki-library repository lacks (see the runner's docstring)."""
 import sys
 import types
 
@@ -99,10 +112,141 @@ sys.modules.setdefault("test.utils.scripts", _scripts)
 sys.modules.setdefault("test.utils.scripts.remote_lock_scripts", _locks)
 
 
+import copy
+import os
+
+import pytest
+
+# Skip reason of the tests a trace-mode marker runs outside simulation (the summary counts them).
+NOT_SIMULATION = "needs the Neuron compiler: marked "
+# junit property of a test that failed before any kernel reached the simulator.
+STAGE, BEFORE_SIMULATOR = "nkisim_stage", "before-simulator"
+_reached = [False]         # did this test call the simulator (any launch, any rank)?
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Tests a marker runs in a compiler trace mode even under --test-mode simulation (the suite's
+    trace_mode fixture) are not simulation tests: skip them, naming the marker."""
+    modes = [m.value for m in _trace_modes() if m.value != "simulation"]
+    for item in items:
+        marked = next((m for m in modes if item.get_closest_marker(m) is not None), None)
+        if marked is not None:
+            item.add_marker(pytest.mark.skip(reason=NOT_SIMULATION + marked))
+
+
+def _trace_modes():
+    from test.utils.common_dataclasses import TraceMode
+    return list(TraceMode)
+
+
+def _reaching(fn):
+    def wrapped(*args, **kwargs):
+        _reached[0] = True
+        return fn(*args, **kwargs)
+    wrapped.__wrapped__ = fn
+    return wrapped
+
+
+def pytest_configure(config):
+    import nkisim.runtime.launch as launch
+    if not hasattr(launch.run, "__wrapped__"):
+        launch.run = _reaching(launch.run)
+
+
 def pytest_runtest_setup(item):
+    _reached[0] = False
     orchestrator = sys.modules.get("test.utils.test_orchestrator")
     if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
         orchestrator.Orchestrator._compiled_kernel = None
+    if orchestrator is not None and not hasattr(orchestrator.Orchestrator._run_simulator_inference, "__wrapped__"):
+        one_rank = orchestrator.Orchestrator._run_simulator_inference
+
+        def run_simulator_inference(self, kernel_under_test):
+            from test.utils.common_dataclasses import PerRankLazyInputGenerator
+            ranks = kernel_under_test.inference_args.collective_ranks
+            if ranks > 1 or isinstance(kernel_under_test.kernel_input, PerRankLazyInputGenerator):
+                return _run_ranks(self, kernel_under_test, ranks)
+            return one_rank(self, kernel_under_test)
+        run_simulator_inference.__wrapped__ = one_rank
+        orchestrator.Orchestrator._run_simulator_inference = run_simulator_inference
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    outcome = yield
+    if outcome.excinfo is not None and not _reached[0]:
+        item.user_properties.append((STAGE, BEFORE_SIMULATOR))
+
+
+def _own(value):
+    """A rank's copy of an input: arrays copied (through dicts, lists, tuples)."""
+    import numpy as np
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _own(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_own(v) for v in value)
+    return value
+
+
+def _run_ranks(self, kernel_under_test, ranks):
+    """The simulation step of a collective test: every rank of the kernel at once (nkisim's
+    multi-rank launch), rank r given kernel_input.for_rank(r) (or the one input dict), each
+    rank's outputs dumped to infer_result/output_worker_<r>/ as the hardware run leaves them,
+    so the suite's own validation checks the ranks it checks on hardware (every rank against a
+    per-rank golden, rank 0 against a single golden)."""
+    import numpy as np
+    import nki
+    from test.utils.common_dataclasses import (INF_ARTIFACT_DIR_NAME, PerRankLazyInputGenerator,
+                                               normalize_golden_output)
+    from test.utils.exceptions import InferenceException, ValidationException
+    from test.utils.metrics_collector import MetricName
+
+    ranks = max(ranks, 1)
+    given = kernel_under_test.kernel_input
+    # the test's own input generation (before the simulator)
+    per = [given.for_rank(r) if isinstance(given, PerRankLazyInputGenerator) else (given or {})
+           for r in range(ranks)]
+    # Decision: each rank gets copies, as on hardware (inputs go to files): the test's arrays,
+    # which its golden generators may read after the run, stay as they were.
+    per = [{k.removesuffix(".must_alias_input"): _own(v) for k, v in p.items()} for p in per]
+    names = set(per[0])
+    if any(set(p) != names for p in per):
+        raise InferenceException("nkisim runner: every rank's kernel_input must name the same arguments, got "
+                                 + "; ".join(f"rank {r}: {sorted(p)}" for r, p in enumerate(per)))
+    collector = self.emitter.get_collector()
+    os.environ["NKI_NC_VERSION"] = kernel_under_test.compiler_input.platform_target.get_nc_gen()
+    lnc = kernel_under_test.compiler_input.logical_nc_config
+    kwargs = {n: nki.per_rank([p[n] for p in per]) for n in names}
+    _reached[0] = True
+    try:
+        with collector.timer(MetricName.SIMULATION_TIME):
+            results = nki.simulate(kernel_under_test.kernel_func, ranks=ranks)[lnc](**kwargs)
+    except Exception as e:
+        raise InferenceException(str(e)) from e
+    if kernel_under_test.validation_args is None:
+        raise InferenceException("Simulation mode requires validation_args to verify outputs")
+    golden_output = kernel_under_test.validation_args.golden_output
+    # The output names come from the goldens; a per-rank golden is computed here, after the
+    # simulation: its failure is a validation failure, as on hardware (where the validator makes it).
+    try:
+        goldens = [normalize_golden_output(golden_output, rank_id=r) for r in range(ranks)]
+    except Exception as e:
+        raise ValidationException(f"golden generation failed: {type(e).__name__}: {e}") from e
+    base = os.path.join(self.fs_config.artifacts_output_directory_path, INF_ARTIFACT_DIR_NAME)
+    for r, (result, golden) in enumerate(zip(results, goldens)):
+        outputs = [] if result is None else list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(outputs) != len(golden):
+            raise InferenceException(f"rank {r}: kernel returned {len(outputs)} outputs but expected "
+                                     f"{len(golden)}: {list(golden)}")
+        tensors = {name: np.asarray(out, dtype=g.dtype) for (name, g), out in zip(golden.items(), outputs)}
+        where = os.path.join(base, f"output_worker_{r}") if ranks > 1 else base
+        self.__dump_tensors__(where, tensors, lambda name: name)
+    return base
 '''
 
 
@@ -127,24 +271,54 @@ def _cause(case) -> str:
     return line[:160]
 
 
+# Kept equal to the plugin's NOT_SIMULATION / STAGE / BEFORE_SIMULATOR (a test checks).
+NOT_SIMULATION = "needs the Neuron compiler: marked "
+STAGE, BEFORE_SIMULATOR = "nkisim_stage", "before-simulator"
+
+
 def summarise(junit: str, top: int = 15) -> dict:
-    """Counts, top causes and slowest tests from a junit XML report."""
+    """Counts, top causes and slowest tests from a junit XML report.
+
+    ``counts``: passed / failed / error / skipped, and apart from them ``not_simulation`` (skipped
+    by the plugin: a marker runs them in a compiler trace mode), so the pass rate is over the
+    simulation tests; ``before_simulator`` counts the failed ones (they stay in ``failed``) whose
+    failure came before any kernel reached the simulator (the test's own input or golden
+    generation, e.g. a MemoryError under the memory cap)."""
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     counts, causes, times = collections.Counter(), collections.Counter(), []
     for case in cases:
         kinds = {c.tag for c in case}
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         if "skipped" in kinds:
-            counts["skipped"] += 1
+            skip = next(c for c in case if c.tag == "skipped")
+            why = skip.get("message") or skip.text or ""
+            counts["not_simulation" if NOT_SIMULATION in why else "skipped"] += 1
             continue
         if kinds & {"failure", "error"}:
             counts["error" if "error" in kinds and "failure" not in kinds else "failed"] += 1
             causes[_cause(case)] += 1
+            if "failure" in kinds and any(p.get("name") == STAGE and p.get("value") == BEFORE_SIMULATOR
+                                          for p in case.iter("property")):
+                counts["before_simulator"] += 1
         else:
             counts["passed"] += 1
         times.append((float(case.get("time") or 0), name))
     times.sort(reverse=True)
     return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
+
+
+def report_lines(c) -> str:
+    """The summary's count lines from ``summarise(...)["counts"]``."""
+    ran = c["passed"] + c["failed"] + c["error"]
+    lines = [f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, {c['error']} errors"]
+    if c["before_simulator"]:
+        lines.append(f"  of the failed, failed before reaching the simulator (the test's own input/golden "
+                     f"generation): {c['before_simulator']}")
+    if c["not_simulation"]:
+        lines.append(f"not simulation tests: {c['not_simulation']} (skipped: a marker runs them in a "
+                     f"compiler trace mode, which needs the Neuron compiler)")
+    lines.append(f"pass rate of the simulation tests run: {100 * c['passed'] / ran if ran else 0:.1f} %")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -196,11 +370,8 @@ def main(argv=None) -> int:
         return 1
     s = summarise(junit)
     c = s["counts"]
-    ran = c["passed"] + c["failed"] + c["error"]
-    print(textwrap.dedent(f"""
-        nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}
-        {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, {c['error']} errors
-        pass rate of the tests run: {100 * c['passed'] / ran if ran else 0:.1f} %""").strip())
+    print(f"nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}")
+    print(report_lines(c))
     if s["causes"]:
         print("\ntop failure causes:")
         for cause, n in s["causes"]:

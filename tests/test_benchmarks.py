@@ -145,3 +145,189 @@ def test_nki_library_runner_refuses_a_folder_that_is_not_a_checkout(tmp_path, ca
     mod = _load("nki_library")
     assert mod.main([str(tmp_path)]) == 2
     assert "not an nki-library checkout" in capsys.readouterr().out
+
+
+def test_nki_library_summary_counts_compiler_mode_skips_apart_and_pre_simulator_failures(tmp_path):
+    mod = _load("nki_library")
+    junit = tmp_path / "j.xml"
+    junit.write_text(f"""<testsuites><testsuite>
+      <testcase classname="a" name="t1" time="1"/>
+      <testcase classname="a" name="t2" time="1"/>
+      <testcase classname="a" name="t3" time="1"/>
+      <testcase classname="a" name="t4" time="2"><properties><property name="{mod.STAGE}" value="{mod.BEFORE_SIMULATOR}"/></properties>
+        <failure message="numpy._core._exceptions._ArrayMemoryError: Unable to allocate 8.00 GiB"/></testcase>
+      <testcase classname="a" name="t5" time="2"><failure message="AssertionError: Validation failed for ['out']"/></testcase>
+      <testcase classname="b" name="t6" time="0"><skipped type="pytest.skip" message="{mod.NOT_SIMULATION}trace_only"/></testcase>
+      <testcase classname="b" name="t7" time="0"><skipped type="pytest.skip" message="{mod.NOT_SIMULATION}compile_only"/></testcase>
+      <testcase classname="b" name="t8" time="0"><skipped type="pytest.skip" message="too slow for simulation"/></testcase>
+      <testcase classname="b" name="t9" time="0"><properties><property name="other" value="{mod.BEFORE_SIMULATOR}"/></properties>
+        <error message="fixture 'x' not found"/></testcase>
+    </testsuite></testsuites>""")
+    c = mod.summarise(str(junit))["counts"]
+    assert (c["passed"], c["failed"], c["error"], c["skipped"]) == (3, 2, 1, 1)
+    assert c["not_simulation"] == 2 and c["before_simulator"] == 1
+    lines = mod.report_lines(c).splitlines()
+    assert lines[0] == "3 passed, 2 failed, 1 skipped, 1 errors"
+    assert "failed before reaching the simulator" in lines[1] and lines[1].endswith(": 1")
+    assert lines[2].startswith("not simulation tests: 2")
+    assert lines[3] == "pass rate of the simulation tests run: 50.0 %"      # 3 of 6 run
+
+
+def test_nki_library_summary_without_either_kind_prints_no_extra_lines(tmp_path):
+    mod = _load("nki_library")
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuites><testsuite><testcase classname="a" name="t1" time="1"/>'
+                     '<testcase classname="a" name="t2" time="1"><failure message="E"/></testcase>'
+                     '</testsuite></testsuites>')
+    lines = mod.report_lines(mod.summarise(str(junit))["counts"]).splitlines()
+    assert lines == ["1 passed, 1 failed, 0 skipped, 0 errors", "pass rate of the simulation tests run: 50.0 %"]
+
+
+def test_nki_library_plugin_and_summary_agree_on_the_markers_they_share():
+    mod = _load("nki_library")
+    compile(mod.PLUGIN, "nkisim_nkilib_plugin.py", "exec")
+    assert f'NOT_SIMULATION = "{mod.NOT_SIMULATION}"' in mod.PLUGIN
+    assert f'STAGE, BEFORE_SIMULATOR = "{mod.STAGE}", "{mod.BEFORE_SIMULATOR}"' in mod.PLUGIN
+    assert mod.NEEDS["scipy"] == "scipy"
+
+
+# ---- the plugin's multi-rank simulation step, on stand-ins for the harness's few names it uses ----
+
+class _PerRankInputs:                       # the harness's PerRankLazyInputGenerator (same surface)
+    def __init__(self, generator):
+        self.generator = generator
+
+    def for_rank(self, rank_id):
+        return self.generator(rank_id=rank_id)
+
+
+class _PerRankGolden(_PerRankInputs):       # its PerRankLazyGoldenGenerator
+    pass
+
+
+class _InferenceException(Exception):
+    pass
+
+
+class _ValidationException(Exception):
+    pass
+
+
+def _harness_modules(tmp_path):
+    import contextlib
+    import enum
+    import types
+    dc = types.ModuleType("test.utils.common_dataclasses")
+    dc.INF_ARTIFACT_DIR_NAME = "infer_result"
+    dc.PerRankLazyInputGenerator = _PerRankInputs
+    dc.TraceMode = enum.Enum("TraceMode", {"Simulator": "simulation", "TraceOnly": "trace_only"})
+    dc.normalize_golden_output = lambda golden, rank_id=0: (golden.for_rank(rank_id)
+                                                            if isinstance(golden, _PerRankGolden) else golden)
+    ex = types.ModuleType("test.utils.exceptions")
+    ex.InferenceException, ex.ValidationException = _InferenceException, _ValidationException
+    mc = types.ModuleType("test.utils.metrics_collector")
+    mc.MetricName = types.SimpleNamespace(SIMULATION_TIME="sim")
+
+    class Orchestrator:                      # the instance surface _run_ranks touches
+        def __init__(self):
+            self.fs_config = types.SimpleNamespace(artifacts_output_directory_path=str(tmp_path))
+            self.emitter = types.SimpleNamespace(get_collector=lambda: types.SimpleNamespace(
+                timer=lambda name: contextlib.nullcontext()))
+
+        def __dump_tensors__(self, where, tensors, name_fn):
+            os.makedirs(where, exist_ok=True)
+            for name, value in tensors.items():
+                value.tofile(os.path.join(where, name_fn(name) + ".bin"))
+
+        def _run_simulator_inference(self, kernel_under_test):
+            return "one rank"
+    orch = types.ModuleType("test.utils.test_orchestrator")
+    orch.Orchestrator = Orchestrator
+    return {m.__name__: m for m in (dc, ex, mc, orch)}
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    mod = _load("nki_library")
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")      # the step sets it (as the harness does); undone after
+    for name, m in _harness_modules(tmp_path).items():
+        monkeypatch.setitem(sys.modules, name, m)
+    before = set(sys.modules)
+    ns = {"__name__": "nkisim_nkilib_plugin_under_test"}
+    exec(compile(mod.PLUGIN, "nkisim_nkilib_plugin.py", "exec"), ns)
+    yield ns
+    for name in set(sys.modules) - before:
+        if name.startswith("test.utils."):
+            del sys.modules[name]
+
+
+def _kut(kernel, kernel_input, golden, ranks, lnc=1):
+    import types
+    return types.SimpleNamespace(
+        kernel_func=kernel, kernel_input=kernel_input,
+        inference_args=types.SimpleNamespace(collective_ranks=ranks),
+        compiler_input=types.SimpleNamespace(logical_nc_config=lnc,
+                                             platform_target=types.SimpleNamespace(get_nc_gen=lambda: "gen3")),
+        validation_args=types.SimpleNamespace(golden_output=golden))
+
+
+def _all_reduce_kernel():
+    import nkisim.nki as nki
+    import nkisim.nki.collectives as ncc
+    import nkisim.nki.isa as nisa
+    import nkisim.nki.language as nl
+
+    @nki.jit
+    def all_reduce_then_overwrite_input(x, group):
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=src, src=x)
+        ncc.all_reduce(srcs=[src], dsts=[out], replica_group=group, op=nl.add)
+        nisa.dma_copy(dst=x, src=out)                  # writes its input too
+        return out
+    return all_reduce_then_overwrite_input, ncc
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_nki_library_plugin_runs_every_rank_and_leaves_each_rank_outputs_per_worker(plugin, tmp_path, lnc):
+    kernel, ncc = _all_reduce_kernel()
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((4, 128, 64), dtype=np.float32)
+    before = xs.copy()
+    group = ncc.ReplicaGroup([[0, 1], [2, 3]])
+    inputs = _PerRankInputs(lambda rank_id: {"x.must_alias_input": xs[rank_id], "group": group})
+    golden = _PerRankGolden(lambda rank_id: {"out": np.zeros((128, 64), np.float32)})
+    orch = sys.modules["test.utils.test_orchestrator"].Orchestrator
+    plugin["pytest_runtest_setup"](None)                      # wraps the orchestrator's step
+    base = orch()._run_simulator_inference(_kut(kernel, inputs, golden, 4, lnc))
+    assert base == str(tmp_path / "infer_result")
+    for r in range(4):
+        got = np.fromfile(tmp_path / "infer_result" / f"output_worker_{r}" / "out.bin", np.float32)
+        pair = (r // 2) * 2
+        np.testing.assert_allclose(got.reshape(128, 64), xs[pair] + xs[pair + 1], rtol=1e-6)
+    assert np.array_equal(xs, before)                          # the test's arrays stay as they were
+    assert plugin["_reached"][0]
+
+
+def test_nki_library_plugin_keeps_one_rank_tests_on_the_harness_path_and_checks_output_counts(plugin, tmp_path):
+    kernel, ncc = _all_reduce_kernel()
+    orch = sys.modules["test.utils.test_orchestrator"].Orchestrator
+    plugin["pytest_runtest_setup"](None)
+    plugin["pytest_runtest_setup"](None)                      # wrapping twice is wrapping once
+    x = np.ones((128, 64), np.float32)
+    group = ncc.ReplicaGroup([[0]])
+    assert orch()._run_simulator_inference(_kut(kernel, {"x": x, "group": group}, {}, 1)) == "one rank"
+    # a per-rank input on one rank runs rank 0 through the launch; outputs land where one rank's do
+    per = _PerRankInputs(lambda rank_id: {"x": x, "group": group})
+    orch()._run_simulator_inference(_kut(kernel, per, {"out": x}, 1))
+    assert np.array_equal(np.fromfile(tmp_path / "infer_result" / "out.bin", np.float32), x.ravel())
+    two = _PerRankGolden(lambda rank_id: {"out": x, "extra": x})
+    with pytest.raises(_InferenceException, match=r"rank 0: kernel returned 1 outputs but expected 2"):
+        orch()._run_simulator_inference(_kut(kernel, per, two, 1))
+    def golden_runs_out_of_memory(rank_id):
+        raise MemoryError("golden")
+    with pytest.raises(_ValidationException, match=r"golden generation failed: MemoryError: golden"):
+        orch()._run_simulator_inference(_kut(kernel, per, _PerRankGolden(golden_runs_out_of_memory), 1))
+    odd = _PerRankInputs(lambda rank_id: {"x": x, "group": group} if rank_id == 0 else {"x": x})
+    with pytest.raises(_InferenceException, match=r"every rank's kernel_input must name the same arguments"):
+        orch()._run_simulator_inference(_kut(kernel, odd, two, 2))
