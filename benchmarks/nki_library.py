@@ -349,7 +349,8 @@ def main(argv=None) -> int:
     junit = args.junit or os.path.join(work, "junit.xml")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([work, os.path.join(root, "src"), root,
                                                          os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "MALLOC_ARENA_MAX": "2"}   # fewer malloc arenas: less address space under the cap
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     extra = [a for a in extra if a != "--"]
