@@ -106,8 +106,15 @@ def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_o
             ins.note(accumulate=False)
             return
         res = _product(stationary, moving, k, m, n)
-    # Reads of dst below are the documented PSUM accumulation: no race / uninitialised-read hooks,
-    # except that accumulate=True onto never-written PSUM is undefined (strict mode reports it).
+    write_psum_result(ins, dst, res, accumulate, m, n)
+
+
+def write_psum_result(ins, dst, res, accumulate, m: int, n: int) -> None:
+    """Write a matmul's (m, n) fp32 result ``res`` into PSUM ``dst``: overwrite or accumulate as
+    ``accumulate`` says (None: the PSUM flags decide, per element). Reads of dst here are the
+    documented PSUM accumulation: no race / uninitialised-read hooks, except that accumulate=True
+    onto never-written PSUM is undefined (strict mode reports it). Shared by nc_matmul and
+    nc_matmul_mx."""
     add = matmul_flags(dst) if accumulate is None else bool(accumulate)
     if accumulate and dst.alloc.init is not None:
         uninit.check_read(dst)

@@ -11,11 +11,12 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as _dt
-from ..checks import rules, uninit
+from ..checks import rules
 from ..errors import DtypeError, ShapeError, UnsupportedError
-from ..memory.access import matmul_flags, read_f32, read_raw, write
+from ..memory.access import read_f32, read_raw, write
 from ..memory.indirect import IndirectTensor
 from .dispatch import Passed, instruction
+from .matmul import write_psum_result
 from .enums import engine as _engine
 
 _F32 = np.float32
@@ -258,16 +259,7 @@ def _mmx_compute(ins, dst, stationary, moving, stationary_scale, moving_scale, t
     a = _operand(stationary, stationary_scale, s_rows, k, m, ins.target)      # (k, m, 4)
     b = _operand(moving, moving_scale, m_rows, k, n, ins.target)              # (k, n, 4)
     res = np.matmul(a.transpose(1, 0, 2).reshape(m, k * _dt.X4), b.transpose(0, 2, 1).reshape(k * _dt.X4, n))
-    add = matmul_flags(dst) if accumulate is None else bool(accumulate)
-    if accumulate and dst.alloc.init is not None:
-        uninit.check_read(dst)
-    if add is True or add is False:
-        write(dst, res, matmul=True, add=add, overwrite=accumulate is False)
-        ins.note(accumulate=add)
-    else:
-        old = read_f32(dst, hooks=False).reshape(m, n)
-        write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
-        ins.note(accumulate="mixed")
+    write_psum_result(ins, dst, res, accumulate, m, n)
 
 
 @instruction(reads=("stationary", "moving", "stationary_scale", "moving_scale"), writes=("dst",),
