@@ -483,6 +483,31 @@ def test_dma_compute_gather_and_scatter_rmw(rng):
         simulate(skip, table, acc, bad, nisa.oob_mode.error)
 
 
+
+def test_dma_compute_scatter_with_a_repeated_index_raises_and_keeps_the_table(rng):
+    """unique_indices=True (the only mode the docs support): two updates of one row would race."""
+    table = rng.standard_normal((10, 5)).astype(np.float32)
+    acc = rng.standard_normal((3, 5)).astype(np.float32)
+
+    def scatter(table, acc, idx):
+        view = table.ap(pattern=[[5, 3], [1, 5]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=view, srcs=[view, sb(acc)], reduce_op=nl.add)
+        return table
+    before = table.copy()
+    with pytest.raises(ArgumentError, match=r"^nisa\.dma_compute: unique_indices=True but the dst index names "
+                                            r"row 2 twice \(index rows 0 and 2\): non-unique indices are not "
+                                            r"supported \(their updates race\) \(test_gather\.py:\d+\)$"):
+        simulate(scatter, table, acc, np.array([[2], [5], [2]], np.int32))
+    np.testing.assert_array_equal(table, before)
+
+    def gather(table, acc, idx):                 # reading one row twice is fine
+        d = sb(acc)
+        view = table.ap(pattern=[[5, 3], [1, 5]], vector_offset=sb(idx), indirect_dim=0)
+        nisa.dma_compute(dst=d, srcs=[view, d], reduce_op=nl.add)
+        return tile_out(d)
+    np.testing.assert_array_equal(simulate(gather, table, acc, np.array([[2], [5], [2]], np.int32)),
+                                  acc + table[[2, 5, 2]])
+
 def test_dma_compute_rules(rng):
     a = rng.standard_normal((2, 4)).astype(np.float32)
 

@@ -15,7 +15,8 @@ import nkisim.nki.collectives as ncc
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 import nkisim.trace
-from nkisim.errors import (ArgumentError, BoundsError, DeadlockError, DtypeError, MemorySpaceError, ShapeError,
+from nkisim.errors import (ArgumentError, BoundsError, DeadlockError, DtypeError, KernelArgumentError,
+                           MemorySpaceError, ShapeError,
                            UnsupportedError)
 
 RG = ncc.ReplicaGroup
@@ -792,3 +793,37 @@ def test_a_plain_lnc2_launch_is_one_rank_of_two_cores():
                                             r"ranks \[0\] but rank 0 \(core 0\) finished the kernel without "
                                             r"reaching it"):
         nki.simulate(kernel, barrier_timeout_s=30)[2](x)
+
+
+# ---- arguments shared by all ranks, and per_rank outside a multi-rank launch -------------------
+
+def _store_from(x, v):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=v)
+    nisa.dma_copy(dst=x, src=t)
+    return x
+
+
+def test_a_shared_input_written_alike_by_every_rank_reaches_the_caller():
+    x = np.zeros((2, 4), np.float32)
+    v = np.arange(8, dtype=np.float32).reshape(2, 4)
+    nki.simulate(_store_from, ranks=4)(x, v)
+    np.testing.assert_array_equal(x, v)
+
+
+def test_a_shared_input_written_differently_by_two_ranks_raises_and_is_kept():
+    x = np.zeros((2, 4), np.float32)
+    values = nki.per_rank([np.full((2, 4), r, np.float32) for r in range(3)])
+    with pytest.raises(KernelArgumentError, match=r"^nki\.simulate: ranks 1 and 2 wrote different values into one "
+                                                  r"input array given to every rank; give each rank its own "
+                                                  r"with nki\.per_rank\(\.\.\.\) \(test_collectives\.py:\d+\)$"):
+        nki.simulate(_store_from, ranks=3)(x, values)
+    np.testing.assert_array_equal(x, 0)
+
+
+def test_per_rank_in_a_plain_launch_names_the_parameter():
+    x = np.ones((2, 4), np.float32)
+    with pytest.raises(KernelArgumentError, match=r"^kernel argument: argument 'v' is nki\.per_rank\(\.\.\.\), "
+                                                  r"which only a multi-rank launch takes: run "
+                                                  r"nki\.simulate\(kernel, ranks=N\) \(test_collectives\.py:\d+\)$"):
+        nki.simulate(_store_from)(x, nki.per_rank([x, x]))

@@ -333,6 +333,15 @@ def _dc_compute(ins, dst, srcs, reduce_op, scales, unique_indices, oob_mode, nam
     plain = srcs[k] if mode == "scatter" else dst
     ok = valid_rows(ind, ins.op, skip)
     idx = ind.row_indices()
+    if mode == "scatter":                            # two updates of one row would race on hardware
+        seen = {}
+        for w in np.flatnonzero(ok):
+            row = int(idx[w])
+            if row in seen:
+                raise ArgumentError(ins.op, f"unique_indices=True but the dst index names row {row} twice "
+                                            f"(index rows {seen[row]} and {int(w)}): non-unique indices are "
+                                            f"not supported (their updates race)")
+            seen[row] = int(w)
     for w in np.flatnonzero(ok):
         part = plain[w:w + 1]
         base_row = ind.row_view(int(idx[w]), ins.op)
@@ -357,8 +366,9 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     other dst itself: dst[w] = dst[w] + base row idx[w]; scatter -- dst an indirect HBM view, one
     source that same view, the other in SBUF: base row idx[w] += src[w]. An index outside the
     base's rows raises BoundsError with ``oob_mode=error``; with ``oob_mode=skip`` that row is left
-    alone. Decision: scatter rows apply in order (a repeated index would add twice; the docs
-    require unique indices). The srcs are all read before dst is written (dst may be a source).
+    alone. A scatter whose index names one dst row twice raises ArgumentError (the docs: non-unique
+    indices are not supported; on hardware the two read-modify-writes race); a gather may read a
+    row twice. The srcs are all read before dst is written (dst may be a source).
     Event: engine dma; reads srcs[0], srcs[1], ...; an RMW notes ``indirect`` (gather/scatter)
     and ``rows``. Decision: not memoised (``srcs`` is a list of views; a tuple of views would key
     the memo by tensor identity), the rules run on every call.

@@ -56,6 +56,10 @@ def _collect(value, launch, path, found, converted, in_list=False):
     checked again (``in_list``)."""
     if isinstance(value, NkiTensor):
         return
+    if getattr(type(value), "is_per_rank", False):      # ranks.PerRank outside a multi-rank launch
+        raise KernelArgumentError("kernel argument", f"{_arg_name(path, launch.param_names)} is "
+                                  f"nki.per_rank(...), which only a multi-rank launch takes: run "
+                                  f"nki.simulate(kernel, ranks=N)")
     if isinstance(value, np.ndarray):
         _check_size(value, launch, path)
         found.append(value)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import state, trace
 from ..config import SIMULATE_OPTIONS, Settings
-from ..errors import DeadlockError, NkiError, RaceError, kernel_location
+from ..errors import DeadlockError, KernelArgumentError, NkiError, RaceError, kernel_location
 from .cores import CoreStopped, _CoreThread, _stop_threads
 from . import launch as _launch
 
@@ -28,6 +28,7 @@ class PerRank:
     """An argument that differs between ranks: ``values[r]`` (a sequence) or ``fn(r)`` (a callable)
     is rank r's value. Made by ``per_rank``."""
     __slots__ = ("source",)
+    is_per_rank = True            # launch's argument walk: a plain launch refuses it by name
 
     def __init__(self, source):
         self.source = source
@@ -280,8 +281,9 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
 
     Rank r gets its own copy of every array argument (its own HBM); a ``per_rank(...)`` argument
     gives each rank its own value. After every rank succeeded, an input a rank wrote is copied
-    into the caller's array (Decision: for an array several ranks were given, the highest rank
-    that changed it wins); results are each rank's own NumPy arrays. When any rank fails, every
+    into the caller's array (Decision: an array several ranks were given and wrote must hold
+    the same values on each of them, else KernelArgumentError and the caller's arrays are left
+    as they were; a ``per_rank`` array is each rank's own); results are each rank's own NumPy arrays. When any rank fails, every
     other rank stops at its next instruction or sync point, the caller's arrays are left as they
     were, and the root error is raised with a note naming its rank (Decision: a deadlock is
     usually the consequence of another rank's error, so other errors come first, then the lowest
@@ -360,10 +362,20 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
         raise exc
     if any(isinstance(e, CoreStopped) for e in errors):      # cancelled with no root cause kept
         raise RuntimeError("nki.simulate: a rank stopped without an error")  # pragma: no cover
+    written = {}                                  # id(caller array) -> [(rank, its copy)] that changed it
     for r in range(num_ranks):
         for orig, mine in backs[r]:
             if orig.shape == mine.shape and orig.tobytes() != mine.tobytes():
-                np.copyto(orig, mine)
+                written.setdefault(id(orig), (orig, []))[1].append((r, mine))
+    for orig, copies in written.values():
+        (r0, first), *rest = copies
+        for r, mine in rest:
+            if mine.tobytes() != first.tobytes():
+                raise KernelArgumentError("nki.simulate", f"ranks {r0} and {r} wrote different values into "
+                                          f"one input array given to every rank; give each rank its own "
+                                          f"with nki.per_rank(...)")
+    for orig, copies in written.values():
+        np.copyto(orig, copies[0][1])
     return results
 
 
