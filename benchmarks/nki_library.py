@@ -6,8 +6,9 @@
     python benchmarks/nki_library.py /path/to/nki-library test/integration/nkilib/core/cumsum
 
 The suite runs in its simulation mode (``--test-mode simulation``) with ``pytest -n 2``, a per-test
-timeout and a per-process memory cap; nki-library is not edited. Its harness imports the simulator
-as ``nki_cpu_simulator``, which nkisim's import face serves. What the public repository lacks is
+timeout and a per-process memory cap (tracebacks in Python's native format: pytest's own parses
+source files, which can run a worker near its cap out of memory and stop the whole session);
+nki-library is not edited. Its harness imports the simulator as ``nki_cpu_simulator``, which nkisim's import face serves. What the public repository lacks is
 stood in for here, outside the nkisim package, in a temporary folder put on the path:
 ``neuron_dtypes`` (a private dtype helper its tests import), ``test.utils.perf_analysis_private``
 and ``test.utils.scripts.remote_lock_scripts`` (private modules its orchestrator and hardware-host
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
     paths = [] if any(a.startswith("test/") for a in extra) else ["test/integration"]
     cmd = [sys.executable, "-m", "pytest", *paths, "--test-mode", "simulation",
            "--platform-target", args.platform_target, "-p", "nkisim_nkilib_plugin",
-           "-n", args.workers, "--timeout", str(args.timeout), "-q", "-p", "no:cacheprovider",
+           "-n", args.workers, "--timeout", str(args.timeout), "-q", "--tb=native", "-p", "no:cacheprovider",
            "--output-directory", os.path.join(work, "out"), "--force-local-cleanup",
            "--disable-no-tests-failure", f"--junitxml={junit}", "-o", "junit_family=xunit1", *extra]
     print("running:", " ".join(cmd), flush=True)
