@@ -203,7 +203,7 @@ def test_overlapping_live_placed_tensors_raise():
     def body():
         a = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0), name="a")
         b = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf, address=(0, 512), name="b")
-        _use(a, b)
+        _use(a, b, a)                           # a is used again after b's first use
     with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation 'b' \(128, 256\) float32 at address "
                                             r"\(0, 512\) \(1024 bytes per partition\) overlaps 'a' \(128, 256\) "
                                             r"float32 at address \(0, 0\) \(1024 bytes per partition, allocated at "
@@ -224,11 +224,38 @@ def test_placed_tensors_in_disjoint_partitions_or_after_death_do_not_overlap():
     run(body)
 
 
+
+def test_placed_tensors_live_from_first_access_so_circular_buffers_made_up_front_work():
+    """Several tensors made at one address before any is used (a circular buffer, as nki-library's
+    ModularAllocator makes them) are legal while each one's uses end before the next one's begin."""
+    def ring(order):
+        def body():
+            bufs = [nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf, address=(0, 256 * (i % 2)),
+                               name=f"buf{i}") for i in range(6)]
+            for i in order:
+                _use(bufs[i])
+        return body
+    run(ring([0, 1, 2, 3, 4, 5]))               # buf2 reuses buf0's bytes after buf0's last use
+    run(ring([0, 1, 0, 1, 2, 3]))               # a tensor may be used many times before the next
+    with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation 'buf2' \(128, 64\) float32 at "
+                                            r"address \(0, 0\) \(256 bytes per partition\) overlaps 'buf0' "):
+        run(ring([0, 1, 2, 0]))                 # buf0 used again after buf2 took its bytes
+
+
+def test_a_placed_tensor_never_accessed_occupies_nothing():
+    def body():
+        a = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0), name="a")
+        b = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0), name="b")
+        _use(b)
+        return a
+    run(body)
+
+
 def test_overlapping_psum_banks_raise():
     def body():
         a = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum, address=(0, 0), name="acc")
         b = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum, address=(0, 2048), name="acc2")
-        _use(a, b)
+        _use(a, b, a)
     with pytest.raises(CapacityError, match=r"^nl\.ndarray: psum allocation 'acc2' \(128, 512\) float32 at address "
                                             r"\(0, 2048\) \(2048 bytes per partition\) overlaps 'acc' "):
         run(body)

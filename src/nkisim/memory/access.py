@@ -632,6 +632,8 @@ def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
     """The source view of a whole tile with a deferred copy (the tile counts as used now)."""
     rec = t.alloc.rec
     if rec is not None:
+        if rec.born is None:
+            rec.first_use()
         rec.last = rec.mem.clock
     return view
 

@@ -16,7 +16,11 @@ must fit ``target.sbuf_usable_bytes``. One allocation larger than that fails at 
 
 Placed tensors (``nl.ndarray(address=...)``): their address was checked when made
 (``access.check_address``); here a placed tensor must not overlap another placed tensor live at
-that point (CapacityError naming both); automatically placed tensors go around them.
+that point (CapacityError naming both); automatically placed tensors go around them. Decision: a
+placed tensor is live from its first access (not its creation) to its last: making a tensor at
+an address only names memory, so circular buffers made up front (several tensors at one address,
+used in turn, as nki-library's ModularAllocator makes them) are legal as long as one's uses end
+before the next one's begin; a placed tensor never accessed occupies nothing.
 
 PSUM: 8 banks of 2 KiB per partition. A tensor of at most one bank is placed first-fit inside a
 single bank (never straddling two); a larger one takes whole consecutive banks, starting on a
@@ -49,6 +53,14 @@ class Rec:
         self.born = self.last = mem.clock
         self.offset = None
         self.address = address      # (partition_offset, free_offset bytes) given by the kernel
+        if address is not None:     # a placed tensor occupies its address from its first access
+            self.born = None
+
+    def first_use(self) -> None:
+        """A placed tensor's first access: it is born now (a clock tick of its own, so a tensor
+        last used before it is dead by then)."""
+        self.mem.clock += 1
+        self.born = self.mem.clock
 
     def overlaps(self, other) -> bool:
         """Both placed by address, and their partition and byte ranges intersect."""
@@ -176,8 +188,9 @@ class CoreMemory:
         """Sweep the allocations in order; raise (or pass to ``record``) a CapacityError for each
         allocation that does not fit beside the allocations live when it was made."""
         t = self.target
-        for buffer in ("sbuf", "psum"):
-            recs = [r for r in self.recs if r.buffer == buffer]
+        for buffer in ("sbuf", "psum"):        # in birth order; a placed tensor never used is none
+            recs = sorted((r for r in self.recs if r.buffer == buffer and r.born is not None),
+                          key=lambda r: r.born)
             if recs:
                 (self._sweep_sbuf if buffer == "sbuf" else self._sweep_psum)(recs, t, record)
 

@@ -240,10 +240,10 @@ class NkiTensor:
         if self.oob is not None:
             raise BoundsError("NkiTensor", self.oob)
         rec = self.alloc.rec
-        last = rec.last if rec is not None else None
+        born, last = (rec.born, rec.last) if rec is not None else (None, None)
         a = self.np()
         if rec is not None:
-            rec.last = last
+            rec.born, rec.last = born, last
         out = np.float32 if self.dtype == _dt.tfloat32 else self.dtype
         return _dt.from_storage(a, np.dtype(out))
 
@@ -303,6 +303,8 @@ class NkiTensor:
             alloc.materialize()
         rec = alloc.rec
         if rec is not None:          # every read or write goes through here: the tile is used now
+            if rec.born is None:
+                rec.first_use()
             rec.last = rec.mem.clock
         a = self._np
         if a is None:
