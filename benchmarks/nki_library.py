@@ -9,7 +9,8 @@ The suite runs in its simulation mode (``--test-mode simulation``) with ``pytest
 timeout and a per-process memory cap (tracebacks in Python's native format: pytest's own parses
 source files, which can run a worker near its cap out of memory and stop the whole session);
 nki-library is not edited. Its harness imports the simulator as ``nki_cpu_simulator``, which
-nkisim's import face serves. What the public repository lacks is stood in for here, outside the nkisim package, in a temporary folder put on the path:
+nkisim's import face serves. What the public repository lacks is stood in for here, outside the
+nkisim package, in a temporary folder put on the path:
 ``neuron_dtypes`` (a private dtype helper its tests import), ``test.utils.perf_analysis_private``
 and ``test.utils.scripts.remote_lock_scripts`` (private modules its orchestrator and hardware-host
 locking import) and ``Orchestrator._compiled_kernel`` (read in simulation mode before anything
