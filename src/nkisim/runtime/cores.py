@@ -317,31 +317,7 @@ def run_cores(func, args, kwargs, launch, finish: Callable):
             me.leave()
             sync.core_finished(core_id)
 
-    def main(me):
-        try:
-            body(me)
-        except CoreStopped:            # delivered late, after the core's error was kept
-            pass
-        finally:
-            me.done.set()
-
-    for me in cores:
-        me.thread = threading.Thread(target=contextvars.Context().run, args=(main, me),
-                                     name=f"nkisim-core{me.core_id}", daemon=True)
-    try:
-        for me in cores:
-            me.spawned = True
-            me.thread.start()
-        for me in cores:
-            while not me.done.wait(0.05) and not sync.cancelled:
-                pass
-    except BaseException:
-        sync.cancel()
-        _stop_threads(cores)
-        raise
-    interrupted = _stop_threads(cores)        # after a core failed: the others end too
-    if interrupted is not None:
-        raise interrupted
+    run_threads(cores, body, contextvars.Context, "nkisim-core", sync)
     failures = [(i, e) for i, e in enumerate(errors) if e is not None and not isinstance(e, CoreStopped)]
     if failures:
         # The root cause first: a deadlock is usually the consequence of the other core's error,
@@ -392,6 +368,39 @@ def _reap(thread) -> None:
     end = time.monotonic() + 1.0
     while thread in threading.enumerate() and time.monotonic() < end:
         time.sleep(0.001)
+
+
+def run_threads(threads, body, context, name: str, sync) -> None:
+    """Run ``body(me)`` for each ``_CoreThread`` in a daemon thread of its own (in ``context()``,
+    a fresh or copied contextvars context), wait until all are done or ``sync`` (a Rendezvous or
+    a ranks World) is cancelled, then wait for every thread to end (``_stop_threads``). A
+    KeyboardInterrupt in the caller cancels ``sync`` and is re-raised once the threads ended.
+    Shared by the LNC2 cores of a launch and the ranks of a multi-rank launch."""
+    def main(me):
+        try:
+            body(me)
+        except CoreStopped:            # delivered late, after the thread's error was kept
+            pass
+        finally:
+            me.done.set()
+
+    for me in threads:
+        me.thread = threading.Thread(target=context().run, args=(main, me),
+                                     name=f"{name}{me.core_id}", daemon=True)
+    try:
+        for me in threads:
+            me.spawned = True
+            me.thread.start()
+        for me in threads:
+            while not me.done.wait(0.05) and not sync.cancelled:
+                pass
+    except BaseException:
+        sync.cancel()
+        _stop_threads(threads)
+        raise
+    interrupted = _stop_threads(threads)      # after one failed: the others end too
+    if interrupted is not None:
+        raise interrupted
 
 
 def _stop_threads(cores):

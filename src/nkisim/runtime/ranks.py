@@ -18,7 +18,7 @@ import numpy as np
 from .. import state, trace
 from ..config import SIMULATE_OPTIONS, Settings
 from ..errors import DeadlockError, KernelArgumentError, NkiError, RaceError, kernel_location
-from .cores import CoreStopped, _CoreThread, _stop_threads
+from .cores import CoreStopped, _CoreThread, run_threads
 from . import launch as _launch
 
 _POLL_S = 0.05      # longest sleep of a waiting rank between looks at the others' progress
@@ -325,31 +325,7 @@ def run_ranks(func: Callable, num_ranks: int, args: tuple, kwargs: dict, *, lnc:
             me.leave()
             world.rank_finished(r)
 
-    def main(me):
-        try:
-            body(me)
-        except CoreStopped:
-            pass
-        finally:
-            me.done.set()
-
-    for me in threads:
-        me.thread = threading.Thread(target=contextvars.copy_context().run, args=(main, me),
-                                     name=f"nkisim-rank{me.core_id}", daemon=True)
-    try:
-        for me in threads:
-            me.spawned = True
-            me.thread.start()
-        for me in threads:
-            while not me.done.wait(0.05) and not world.cancelled:
-                pass
-    except BaseException:
-        world.cancel()
-        _stop_threads(threads)
-        raise
-    interrupted = _stop_threads(threads)
-    if interrupted is not None:
-        raise interrupted
+    run_threads(threads, body, contextvars.copy_context, "nkisim-rank", world)
     if outer is not None:
         for rec in recordings:
             outer.add_launch([list(rec)], rec.fast_paths)
