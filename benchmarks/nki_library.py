@@ -4,6 +4,7 @@
     python benchmarks/nki_library.py /path/to/nki-library --all      # its slow shapes included
     python benchmarks/nki_library.py /path/to/nki-library -k router_topk --timeout 300
     python benchmarks/nki_library.py /path/to/nki-library test/integration/nkilib/core/cumsum
+    python benchmarks/nki_library.py /path/to/nki-library --deadline 60 --results r.jsonl
 
 The suite runs in its simulation mode (``--test-mode simulation``) with ``pytest -n 2``, a per-test
 timeout and a per-process memory cap (tracebacks in Python's native format: pytest's own parses
@@ -29,6 +30,8 @@ simulation tests"), outside the pass rate. A test failing before any kernel reac
 (its own input or golden generation, e.g. a MemoryError under the memory cap) is still a failure,
 counted on its own line too ("failed before reaching the simulator").
 
+Each test's result is written as it finishes (``--results``, JSON lines: name, outcome, time, cause),
+so a run stopped at ``--deadline`` (minutes) or by Ctrl-C still reports every test finished by then.
 Prints pass / fail / skip / error counts, the share of simulation tests run that pass, the top
 failure causes (exception type and first message line, numbers masked) and the slowest ten tests
 with times.
@@ -42,6 +45,7 @@ import collections
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -174,6 +178,51 @@ def pytest_runtest_setup(item):
         orchestrator.Orchestrator._run_simulator_inference = run_simulator_inference
 
 
+# One JSON line per finished test, written as it finishes (by the controller under xdist), so a run
+# stopped at its deadline or interrupted still has every result so far (junit is written only at
+# the end).
+_RESULTS = os.environ.get("NKISIM_RESULTS")
+_pending = {}
+
+
+def _crash_line(report):
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and getattr(crash, "message", None):
+        return crash.message
+    text = str(report.longrepr or "")
+    last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "")
+    return last.strip().removeprefix("E ").strip()        # pytest's error-line marker
+
+
+def pytest_runtest_logreport(report):
+    if not _RESULTS or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rec = _pending.setdefault(report.nodeid, {"name": report.nodeid, "outcome": "passed", "time": 0.0})
+    rec["time"] += report.duration
+    if report.skipped and rec["outcome"] == "passed":
+        rec["outcome"] = "skipped"
+        rec["reason"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    elif report.failed and rec["outcome"] in ("passed", "skipped"):
+        rec["outcome"] = "error" if report.when in ("setup", "teardown") else "failed"   # "???": worker crashed
+        rec["cause"] = _crash_line(report)
+        rec["before_simulator"] = (STAGE, BEFORE_SIMULATOR) in [tuple(p) for p in report.user_properties]
+    if report.when not in ("setup", "call"):        # teardown, or xdist's report of a crashed worker
+        _flush(report.nodeid)
+
+
+def _flush(nodeid):
+    import json
+    rec = _pending.pop(nodeid, None)
+    if rec is not None:
+        with open(_RESULTS, "a") as f:
+            f.write(json.dumps(rec) + "\\n")
+
+
+def pytest_sessionfinish(session):
+    for nodeid in list(_pending):
+        _flush(nodeid)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     outcome = yield
@@ -262,11 +311,9 @@ def _cap_memory(gib: float):
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _cause(case) -> str:
+def _cause(text: str) -> str:
     """One line naming why a test failed: exception type and first message line, numbers masked."""
-    node = next((c for c in case if c.tag in ("failure", "error")), None)
-    text = (node.get("message") or node.text or "").strip() if node is not None else ""
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
     line = re.sub(r"0x[0-9a-f]+", "0x…", line)
     line = re.sub(r"\d+(\.\d+)?", "N", line)
     line = re.sub(r"\(/[^)]*:N\)", "(…)", line)
@@ -278,33 +325,54 @@ NOT_SIMULATION = "needs the Neuron compiler: marked "
 STAGE, BEFORE_SIMULATOR = "nkisim_stage", "before-simulator"
 
 
-def summarise(junit: str, top: int = 15) -> dict:
-    """Counts, top causes and slowest tests from a junit XML report.
+def _junit_records(junit: str) -> list[dict]:
+    """The runner's per-test records (as the plugin writes them) from a junit XML report."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = {c.tag for c in case}
+        rec = {"name": f"{case.get('classname', '')}::{case.get('name', '')}",
+               "time": float(case.get("time") or 0), "outcome": "passed"}
+        if "skipped" in kinds:
+            skip = next(c for c in case if c.tag == "skipped")
+            rec.update(outcome="skipped", reason=skip.get("message") or skip.text or "")
+        elif kinds & {"failure", "error"}:
+            node = next(c for c in case if c.tag in ("failure", "error"))
+            rec.update(outcome="failed" if "failure" in kinds else "error",
+                       cause=(node.get("message") or node.text or "").strip(),
+                       before_simulator="failure" in kinds and any(
+                           p.get("name") == STAGE and p.get("value") == BEFORE_SIMULATOR
+                           for p in case.iter("property")))
+        out.append(rec)
+    return out
+
+
+def _jsonl_records(path: str) -> list[dict]:
+    import json
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def summarise(report: str, top: int = 15) -> dict:
+    """Counts, top causes and slowest tests from a junit XML report (``*.xml``) or from the
+    plugin's per-test JSON lines (written as tests finish, so a run stopped early has them).
 
     ``counts``: passed / failed / error / skipped, and apart from them ``not_simulation`` (skipped
     by the plugin: a marker runs them in a compiler trace mode), so the pass rate is over the
     simulation tests; ``before_simulator`` counts the failed ones (they stay in ``failed``) whose
     failure came before any kernel reached the simulator (the test's own input or golden
     generation, e.g. a MemoryError under the memory cap)."""
-    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    records = _junit_records(report) if report.endswith(".xml") else _jsonl_records(report)
     counts, causes, times = collections.Counter(), collections.Counter(), []
-    for case in cases:
-        kinds = {c.tag for c in case}
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        if "skipped" in kinds:
-            skip = next(c for c in case if c.tag == "skipped")
-            why = skip.get("message") or skip.text or ""
-            counts["not_simulation" if NOT_SIMULATION in why else "skipped"] += 1
+    for rec in records:
+        if rec["outcome"] == "skipped":
+            counts["not_simulation" if NOT_SIMULATION in rec.get("reason", "") else "skipped"] += 1
             continue
-        if kinds & {"failure", "error"}:
-            counts["error" if "error" in kinds and "failure" not in kinds else "failed"] += 1
-            causes[_cause(case)] += 1
-            if "failure" in kinds and any(p.get("name") == STAGE and p.get("value") == BEFORE_SIMULATOR
-                                          for p in case.iter("property")):
+        counts[rec["outcome"]] += 1
+        if rec["outcome"] in ("failed", "error"):
+            causes[_cause(rec.get("cause", ""))] += 1
+            if rec["outcome"] == "failed" and rec.get("before_simulator"):
                 counts["before_simulator"] += 1
-        else:
-            counts["passed"] += 1
-        times.append((float(case.get("time") or 0), name))
+        times.append((rec["time"], rec["name"]))
     times.sort(reverse=True)
     return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
 
@@ -333,6 +401,10 @@ def main(argv=None) -> int:
     ap.add_argument("--memory-gib", type=float, default=10.0, help="address-space cap per process")
     ap.add_argument("--platform-target", default="trn2")
     ap.add_argument("--junit", help="where to keep the junit XML (default: a temporary file)")
+    ap.add_argument("--results", help="where to keep the per-test JSON lines, written as tests finish "
+                    "(default: a temporary file); the summary is made from them")
+    ap.add_argument("--deadline", type=float, help="stop the run after this many minutes and "
+                    "summarise the tests finished by then")
     args, extra = ap.parse_known_args(argv)      # the rest goes to pytest (-k, test paths, ...)
 
     root = os.path.abspath(args.checkout)
@@ -349,10 +421,13 @@ def main(argv=None) -> int:
     with open(os.path.join(work, "nkisim_nkilib_plugin.py"), "w") as f:
         f.write(PLUGIN)
     junit = args.junit or os.path.join(work, "junit.xml")
+    results = os.path.abspath(args.results or os.path.join(work, "results.jsonl"))
+    open(results, "w").close()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([work, os.path.join(root, "src"), root,
                                                          os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "MALLOC_ARENA_MAX": "2"}   # fewer malloc arenas: less address space under the cap
+           "MALLOC_ARENA_MAX": "2",   # fewer malloc arenas: less address space under the cap
+           "NKISIM_RESULTS": results}
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     extra = [a for a in extra if a != "--"]
@@ -364,17 +439,31 @@ def main(argv=None) -> int:
            "--disable-no-tests-failure", f"--junitxml={junit}", "-o", "junit_family=xunit1", *extra]
     print("running:", " ".join(cmd), flush=True)
     start = time.time()
+    stopped = False
     with open(os.path.join(work, "pytest.log"), "w") as log:
-        done = subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              preexec_fn=_cap_memory(args.memory_gib))
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=_cap_memory(args.memory_gib), start_new_session=True)
+        try:
+            proc.wait(timeout=args.deadline * 60 if args.deadline else None)
+        except subprocess.TimeoutExpired:
+            stopped = f"at the deadline ({args.deadline:g} min)"
+        except KeyboardInterrupt:
+            stopped = "by an interrupt"
+        finally:
+            if proc.poll() is None:             # pytest and its xdist workers: the whole group
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     wall = time.time() - start
-    if not os.path.exists(junit):
-        print(f"pytest wrote no report (exit {done.returncode}); log: {log.name}")
-        return 1
-    s = summarise(junit)
+    s = summarise(results)
     c = s["counts"]
     print(f"nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}")
+    if stopped:
+        print(f"STOPPED {stopped}: the counts cover the tests finished by then")
+    elif not sum(c.values()):
+        print(f"pytest ran no test (exit {proc.returncode}); log: {log.name}")
+        return 1
     print(report_lines(c))
+    print(f"per-test results: {results}" + (f"; junit: {junit}" if os.path.exists(junit) else ""))
     if s["causes"]:
         print("\ntop failure causes:")
         for cause, n in s["causes"]:

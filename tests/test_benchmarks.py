@@ -183,6 +183,56 @@ def test_nki_library_summary_without_either_kind_prints_no_extra_lines(tmp_path)
     assert lines == ["1 passed, 1 failed, 0 skipped, 0 errors", "pass rate of the simulation tests run: 50.0 %"]
 
 
+def _report(nodeid, when, outcome, duration=1.0, longrepr=None, props=()):
+    import types
+    return types.SimpleNamespace(nodeid=nodeid, when=when, outcome=outcome, duration=duration,
+                                 passed=outcome == "passed", failed=outcome == "failed",
+                                 skipped=outcome == "skipped", longrepr=longrepr,
+                                 user_properties=list(props))
+
+
+def test_nki_library_plugin_writes_one_result_line_per_finished_test_and_summary_reads_them(plugin, tmp_path, monkeypatch):
+    import types
+    mod = _load("nki_library")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)     # the controller writes
+    results = tmp_path / "r.jsonl"
+    plugin["_RESULTS"] = str(results)
+    crash = types.SimpleNamespace(reprcrash=types.SimpleNamespace(message="ValueError: bad 12"))
+    stage = (mod.STAGE, mod.BEFORE_SIMULATOR)
+    log = plugin["pytest_runtest_logreport"]
+    for rep in [_report("a::ok", "setup", "passed", 0.5), _report("a::ok", "call", "passed", 2.0),
+                _report("a::ok", "teardown", "passed", 0.5),
+                _report("a::bad", "setup", "passed"), _report("a::bad", "call", "failed", 3.0, crash, [stage]),
+                _report("a::bad", "teardown", "passed"),
+                _report("a::skip", "setup", "skipped", 0, ("f.py", 1, "Skipped: needs the Neuron compiler: marked trace_only")),
+                _report("a::skip", "teardown", "passed", 0),
+                _report("a::fix", "setup", "failed", 0, "E  fixture 'x' not found\n"),
+                _report("a::fix", "teardown", "passed", 0)]:
+        log(rep)
+    assert len(results.read_text().splitlines()) == 4           # each test once it has finished
+    log(_report("a::crash", "???", "failed", 0, "worker 'gw0' crashed while running 'a::crash'"))
+    log(_report("a::running", "setup", "passed"))                  # unfinished: not written
+    lines = [json.loads(ln) for ln in results.read_text().splitlines()]
+    assert [(r["name"], r["outcome"]) for r in lines] == [
+        ("a::ok", "passed"), ("a::bad", "failed"), ("a::skip", "skipped"), ("a::fix", "error"),
+        ("a::crash", "failed")]
+    assert lines[0]["time"] == 3.0 and lines[1]["before_simulator"] is True
+    s = mod.summarise(str(results))
+    c = s["counts"]
+    assert (c["passed"], c["failed"], c["error"], c["skipped"], c["not_simulation"], c["before_simulator"]) \
+        == (1, 2, 1, 0, 1, 1)
+    assert dict(s["causes"])["ValueError: bad N"] == 1
+    assert dict(s["causes"])["fixture 'x' not found"] == 1
+    assert s["slowest"][:2] == [(5.0, "a::bad"), (3.0, "a::ok")]
+
+
+def test_nki_library_plugin_writes_nothing_on_a_worker(plugin, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    plugin["_RESULTS"] = str(tmp_path / "r.jsonl")
+    plugin["pytest_runtest_logreport"](_report("a::ok", "teardown", "passed"))
+    assert not (tmp_path / "r.jsonl").exists()
+
+
 def test_nki_library_plugin_and_summary_agree_on_the_markers_they_share():
     mod = _load("nki_library")
     compile(mod.PLUGIN, "nkisim_nkilib_plugin.py", "exec")
