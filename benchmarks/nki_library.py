@@ -30,6 +30,9 @@ simulation tests"), outside the pass rate. A test failing before any kernel reac
 (its own input or golden generation, e.g. a MemoryError under the memory cap) is still a failure,
 counted on its own line too ("failed before reaching the simulator").
 
+The checkout is simulated as the NKI release current on its last commit's date (``--nki-version``
+overrides): nki-library's goldens follow the release it was written for, e.g. quantize_mx's
+OCP-sample scale before NKI 0.5.
 Each test's result is written as it finishes (``--results``, JSON lines: name, outcome, time, cause),
 so a run stopped at ``--deadline`` (minutes) or by Ctrl-C still reports every test finished by then.
 Prints pass / fail / skip / error counts, the share of simulation tests run that pass, the top
@@ -301,6 +304,31 @@ def _run_ranks(self, kernel_under_test, ranks):
 '''
 
 
+# NKI releases by date (Neuron SDK release notes, "Neuron Kernel Interface (NKI) [0.x.0]"): a
+# checkout is simulated as the release current on its last commit's date (nkisim's
+# NKISIM_NKI_VERSION), so behaviour a later release changed (quantize_mx's scale, 0.5) matches
+# what the checkout was written and tested against.
+NKI_RELEASES = (("2026-04-09", "0.3"), ("2026-05-21", "0.4"), ("2026-07-07", "0.5"))
+
+
+def nki_version_for(day: str | None) -> str:
+    """The NKI release current on ``day`` (YYYY-MM-DD): the newest when unknown, the oldest nkisim
+    tells apart (0.3) for an older day."""
+    if not day:
+        return NKI_RELEASES[-1][1]
+    current = [v for d, v in NKI_RELEASES if d <= day]
+    return current[-1] if current else NKI_RELEASES[0][1]
+
+
+def _checkout_day(root: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", root, "log", "-1", "--format=%cs"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def _missing() -> list[str]:
     import importlib.util
     return [pkg for mod, pkg in NEEDS.items() if importlib.util.find_spec(mod) is None]
@@ -403,6 +431,8 @@ def main(argv=None) -> int:
     ap.add_argument("--junit", help="where to keep the junit XML (default: a temporary file)")
     ap.add_argument("--results", help="where to keep the per-test JSON lines, written as tests finish "
                     "(default: a temporary file); the summary is made from them")
+    ap.add_argument("--nki-version", help="the NKI release to simulate (NKISIM_NKI_VERSION; default: "
+                    "the release current on the checkout's last commit date)")
     ap.add_argument("--deadline", type=float, help="stop the run after this many minutes and "
                     "summarise the tests finished by then")
     args, extra = ap.parse_known_args(argv)      # the rest goes to pytest (-k, test paths, ...)
@@ -430,6 +460,10 @@ def main(argv=None) -> int:
            "NKISIM_RESULTS": results}
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
+    day = _checkout_day(root)
+    env["NKISIM_NKI_VERSION"] = args.nki_version or nki_version_for(day)
+    print(f"simulating NKI {env['NKISIM_NKI_VERSION']}"
+          + ("" if args.nki_version else f" (the release current on the checkout's date, {day or 'unknown'})"))
     extra = [a for a in extra if a != "--"]
     paths = [] if any(a.startswith("test/") for a in extra) else ["test/integration"]
     cmd = [sys.executable, "-m", "pytest", *paths, "--test-mode", "simulation",

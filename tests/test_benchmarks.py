@@ -381,3 +381,11 @@ def test_nki_library_plugin_keeps_one_rank_tests_on_the_harness_path_and_checks_
     odd = _PerRankInputs(lambda rank_id: {"x": x, "group": group} if rank_id == 0 else {"x": x})
     with pytest.raises(_InferenceException, match=r"every rank's kernel_input must name the same arguments"):
         orch()._run_simulator_inference(_kut(kernel, odd, two, 2))
+
+
+@pytest.mark.parametrize("day, version", [("2026-04-13", "0.3"), ("2026-04-09", "0.3"), ("2026-05-20", "0.3"),
+                                          ("2026-05-21", "0.4"), ("2026-08-01", "0.5"), (None, "0.5"),
+                                          ("2025-12-01", "0.3")])
+def test_nki_library_runner_simulates_the_release_current_on_the_checkout_date(day, version):
+    mod = _load("nki_library")
+    assert mod.nki_version_for(day) == version

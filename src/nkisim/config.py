@@ -131,6 +131,20 @@ def _findings(var: str, value: str) -> str:
     return v
 
 
+# NKI releases (Neuron SDK release notes, "Neuron Kernel Interface (NKI) [0.x.0]") whose documented
+# behaviour nkisim tells apart where a release changed it; the newest is the default.
+NKI_VERSIONS = ("0.3", "0.4", "0.5")
+
+
+def _nki_version(var: str, value: str) -> str:
+    """``0.3``, ``0.4`` or ``0.5`` (a trailing ``.0`` accepted)."""
+    v = value.lower().removeprefix("v")
+    v = v[:-2] if v.count(".") == 2 and v.endswith(".0") else v
+    if v not in NKI_VERSIONS:
+        raise ValueError(f"{var}: expected an NKI release, one of {', '.join(NKI_VERSIONS)}, got {value!r}")
+    return v
+
+
 def _knob(default, doc: str, *, env: tuple = (), parse: Callable | None = None, option: bool = True,
           layer: str = "core"):
     """One row of the settings table, as the dataclass field that holds it."""
@@ -189,6 +203,11 @@ class Settings:
                    "`nl.dynamic_range`, `nl.fori_loop`) before `LoopLimitError`, a positive integer "
                    "(default 1000000)",
         env=("NKISIM_MAX_LOOP_ITERATIONS",), parse=_positive_int)
+    nki_version: str = _knob(
+        NKI_VERSIONS[-1], "the NKI release simulated where releases documented different behaviour: "
+                          "`0.3`, `0.4` or `0.5` (default `0.5`, the current docs); today one rule "
+                          "differs: `nisa.quantize_mx`'s block scale (0.5 doubled it)",
+        env=("NKISIM_NKI_VERSION",), parse=_nki_version)
     cpu_mode: bool = _knob(
         False, "vLLM-on-Neuron: nonzero runs the plugin on CPU; `can_run_kernel` then follows "
                "`NKI_SIMULATOR` (default 0)",
@@ -220,6 +239,7 @@ class Settings:
                              f"got {self.iteration_order!r}")
         if self.findings not in ("first", "all", "warn"):
             raise ValueError(f"Settings.findings must be 'first', 'all' or 'warn', got {self.findings!r}")
+        object.__setattr__(self, "nki_version", _nki_version("Settings.nki_version", str(self.nki_version)))
         if self.seed < 0:
             raise ValueError(f"Settings.seed must be >= 0, got {self.seed}")
         if self.max_loop_iterations < 1:

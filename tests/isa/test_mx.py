@@ -62,9 +62,11 @@ def dense_of(hw, p, offset=0):
     return np.stack([hw[offset + 32 * (g // 4) + g % 4] for g in range(p // 8)])
 
 
-def ref_quantize(src, x4):
+def ref_quantize(src, x4, ocp=False):
     """The docstring's algorithm per 8 x 4 group: X = 2**(floor(log2 amax) - (Emax - 1)), 2**-127
-    for an all-zero group; data = src / X rounded to the element type; scale bits = log2 X + 127."""
+    for an all-zero group; data = src / X rounded to the element type; scale bits = log2 X + 127.
+    ocp=True: the OCP sample algorithm of the docs before NKI 0.5, X = 2**(floor(log2 amax) - Emax),
+    data saturated to the element type's largest finite value."""
     p, f = src.shape
     x = src.astype(np.float64)
     scale = np.zeros((p // 8, f // 4), np.uint8)
@@ -73,9 +75,12 @@ def ref_quantize(src, x4):
         for j in range(f // 4):
             blk = x[8 * g:8 * g + 8, 4 * j:4 * j + 4]
             amax = np.abs(blk).max()
-            e = -127 if amax == 0 else max(-127, math.floor(math.log2(amax)) - (EMAX[x4] - 1))
+            e = -127 if amax == 0 else max(-127, math.floor(math.log2(amax)) - (EMAX[x4] - (not ocp)))
             scale[g, j] = e + 127
             q[8 * g:8 * g + 8, 4 * j:4 * j + 4] = blk / 2.0 ** e
+    if ocp:
+        top = {nl.float8_e4m3fn_x4: 448.0, nl.float8_e5m2_x4: 57344.0}[x4]
+        q = np.clip(q, -top, top)
     return ref_pack(q, x4), scale
 
 
@@ -245,6 +250,33 @@ def test_quantize_doc_example_values():
     assert scale[0, 0] == 128 and scale[1, 0] == 127 - 7      # group 1 holds ones: X = 2**-7
     v = ref_unpack(data)
     assert v[0, 0] == 192.0 and v[0, 1] == 0.5 and v[8, 0] == 128.0
+
+
+@pytest.mark.parametrize("release", ["0.3", "0.4"])
+@pytest.mark.parametrize("x4", [nl.float8_e4m3fn_x4, nl.float8_e5m2_x4])
+def test_quantize_before_nki_0_5_uses_the_ocp_sample_scale_and_saturates(rng, release, x4):
+    src = (rng.standard_normal((64, 32)) * rng.choice([1e-2, 1.0, 300.0], (64, 32))).astype(BF16)
+    src[8:16, 4:8] = 0
+    data, scale = quantize(src, x4, nki_version=release)
+    want_data, want_scale = ref_quantize(src, x4, ocp=True)
+    np.testing.assert_array_equal(dense_of(scale, 64), want_scale)
+    np.testing.assert_array_equal(data.view(np.uint32), want_data.view(np.uint32))
+    assert (dense_of(scale, 64) == ref_quantize(src, x4)[1] - 1)[dense_of(scale, 64) > 1].all()
+
+
+def test_quantize_before_nki_0_5_doc_style_values(monkeypatch):
+    """float8_e4m3fn (Emax 8, largest 448): amax 1.5 * 2**8 gives X = 2**(8 - 8) = 1, so 384 stays
+    384; a group with 500 (floor log2 = 8) also gets X = 1 and 500 saturates to 448."""
+    src = np.full((32, 8), 1.0, np.float32)
+    src[0, 0], src[0, 4] = 384.0, 500.0
+    monkeypatch.setenv("NKISIM_NKI_VERSION", "0.4.0")
+    data, scale = quantize(src.astype(BF16), nl.float8_e4m3fn_x4)
+    v = ref_unpack(data)
+    assert scale[0, 0] == 127 and scale[0, 1] == 127 and scale[1, 0] == 127 - 8
+    assert v[0, 0] == 384.0 and v[0, 4] == 448.0 and v[8, 0] == 256.0
+    monkeypatch.setenv("NKISIM_NKI_VERSION", "0.2")
+    with pytest.raises(ValueError, match="NKISIM_NKI_VERSION: expected an NKI release, one of 0.3, 0.4, 0.5"):
+        quantize(src.astype(BF16), nl.float8_e4m3fn_x4)
 
 
 @pytest.mark.parametrize("precise", [True, False])

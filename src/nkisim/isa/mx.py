@@ -134,13 +134,18 @@ def _qmx_compute(ins, dst, src, dst_scale, name):
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(amax)
         _, e = np.frexp(np.where(finite, amax, 0))               # amax = m * 2**e, m in [0.5, 1)
-    # X = 2**(floor(log2 amax) - (emax - 1)); floor(log2 amax) = e - 1
-    biased = np.clip(e.astype(np.int32) - emax + _E8M0_BIAS, 0, _E8M0_MAX)
+    # NKI 0.5: X = 2**(floor(log2 amax) - (emax - 1)); before: X = 2**(floor(log2 amax) - emax)
+    # (the OCP sample algorithm); floor(log2 amax) = e - 1
+    ocp = ins.core.settings.nki_version < "0.5"
+    biased = np.clip(e.astype(np.int32) - emax - ocp + _E8M0_BIAS, 0, _E8M0_MAX)
     biased = np.where(amax == 0, 0, biased)
     biased = np.where(finite, biased, _E8M0_NAN)
     shift = np.repeat(np.repeat(_E8M0_BIAS - biased, g, axis=0)[:, :, None], _dt.X4, axis=2)
     vals = np.ldexp(x.reshape(p, f // _dt.X4, _dt.X4), shift.reshape(p, f // _dt.X4, _dt.X4))
     nan_group = np.repeat(~finite, g, axis=0)[:, :, None]
+    if ocp:                          # amax / X < 2**(Emax + 1): saturate to the largest finite
+        top = float(ml_dtypes.finfo(elem).max)
+        vals = np.clip(vals, -top, top)
     vals = np.where(nan_group, np.float32(np.nan), vals).astype(_F32)
     write(dst, _dt.pack_x4(vals.reshape(p, f), dst.dtype))
     scales = biased.astype(np.uint8)
@@ -162,6 +167,10 @@ def quantize_mx(dst, src, dst_scale, name=None):
     scale that is two times larger" than the OCP sample algorithm): with amax = max |v| over the
     group and Emax = 8 (float8_e4m3fn) or 15 (float8_e5m2),
     X = 2**(floor(log2(amax)) - (Emax - 1)); an all-zero group gets X = 2**-127 (bits 0).
+    Releases before NKI 0.5 (``NKISIM_NKI_VERSION=0.3`` or ``0.4``; the 0.5.0 release notes: "now
+    uses a block scale two times larger than the sample conversion algorithm") use the OCP sample
+    algorithm their docs cite: X = 2**(floor(log2(amax)) - Emax), values beyond the element
+    type's largest finite value saturated to it (OCP saturation) before rounding.
     Shapes: src (P, F...) with P a multiple of 32 and <= pmax, starting on a 32-partition quadrant,
     free size F a multiple of 4; dst P partitions, F / 4 elements per partition, same start
     partition; dst_scale F / 4 elements per partition, starting at offset 0, 4, 8 or 12 of the
@@ -172,7 +181,7 @@ def quantize_mx(dst, src, dst_scale, name=None):
     not an output); dst_scale float8_e8m0fnu or uint8 (the biased exponent bits either way).
     Buffers: all SBUF. Engine: vector. Generations: trn3 (NeuronCore-v4) and newer.
     Decision: the docs give no rounding mode: values round to nearest even (ml_dtypes), after
-    an exact power-of-two division (they never exceed the fp8 range: amax / X < 2**Emax).
+    an exact power-of-two division (from NKI 0.5 they never exceed the fp8 range: amax / X < 2**Emax).
     Decision: a scale exponent below 2**-127 is clamped to bits 0 (2**-127). Decision: a group
     holding inf or NaN gets the NaN scale 0xFF and NaN data elements.
     Raises: UnsupportedError (before trn3; indirect views), MemorySpaceError, DtypeError, ShapeError.
