@@ -329,6 +329,39 @@ def _checkout_day(root: str) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+# A failure's cause naming an out-of-memory condition (NumPy, torch, the C++ allocator).
+MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|bad_alloc")
+
+
+def _pytest(cmd, root, env, log, memory_gib, deadline):
+    """Run one pytest session (its own process group, under the address-space cap) until it
+    ends or ``deadline`` (a time.time() value) passes; returns (why it was stopped or "", exit)."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=_cap_memory(memory_gib), start_new_session=True)
+        stopped = ""
+        try:
+            proc.wait(timeout=None if deadline is None else max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            stopped = "at the deadline"
+        except KeyboardInterrupt:
+            stopped = "by an interrupt"
+        finally:
+            if proc.poll() is None:             # pytest and its xdist workers: the whole group
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    return stopped, proc.returncode
+
+
+def _merge(results: str, again: str) -> None:
+    """Replace the records of ``results`` that ``again`` re-ran by the re-run's (marked retried)."""
+    import json
+    new = {r["name"]: {**r, "retried": True} for r in _jsonl_records(again)}
+    merged = [new.pop(r["name"], r) for r in _jsonl_records(results)] + list(new.values())
+    with open(results, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in merged)
+
+
 def _missing() -> list[str]:
     import importlib.util
     return [pkg for mod, pkg in NEEDS.items() if importlib.util.find_spec(mod) is None]
@@ -433,6 +466,8 @@ def main(argv=None) -> int:
                     "(default: a temporary file); the summary is made from them")
     ap.add_argument("--nki-version", help="the NKI release to simulate (NKISIM_NKI_VERSION; default: "
                     "the release current on the checkout's last commit date)")
+    ap.add_argument("--retry-memory-gib", type=float, default=20.0, help="re-run the tests that ran "
+                    "out of memory one at a time under this cap (0: no re-run; default 20)")
     ap.add_argument("--deadline", type=float, help="stop the run after this many minutes and "
                     "summarise the tests finished by then")
     args, extra = ap.parse_known_args(argv)      # the rest goes to pytest (-k, test paths, ...)
@@ -466,37 +501,44 @@ def main(argv=None) -> int:
           + ("" if args.nki_version else f" (the release current on the checkout's date, {day or 'unknown'})"))
     extra = [a for a in extra if a != "--"]
     paths = [] if any(a.startswith("test/") for a in extra) else ["test/integration"]
-    cmd = [sys.executable, "-m", "pytest", *paths, "--test-mode", "simulation",
-           "--platform-target", args.platform_target, "-p", "nkisim_nkilib_plugin",
-           "-n", args.workers, "--timeout", str(args.timeout), "-q", "--tb=native", "-p", "no:cacheprovider",
-           "--output-directory", os.path.join(work, "out"), "--force-local-cleanup",
-           "--disable-no-tests-failure", f"--junitxml={junit}", "-o", "junit_family=xunit1", *extra]
+    base = [sys.executable, "-m", "pytest", "--test-mode", "simulation",
+            "--platform-target", args.platform_target, "-p", "nkisim_nkilib_plugin",
+            "--timeout", str(args.timeout), "-q", "--tb=native", "-p", "no:cacheprovider",
+            "--output-directory", os.path.join(work, "out"), "--force-local-cleanup",
+            "--disable-no-tests-failure", "-o", "junit_family=xunit1"]
+    cmd = base + ["-n", args.workers, f"--junitxml={junit}", *paths, *extra]
     print("running:", " ".join(cmd), flush=True)
     start = time.time()
-    stopped = False
-    with open(os.path.join(work, "pytest.log"), "w") as log:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=_cap_memory(args.memory_gib), start_new_session=True)
-        try:
-            proc.wait(timeout=args.deadline * 60 if args.deadline else None)
-        except subprocess.TimeoutExpired:
-            stopped = f"at the deadline ({args.deadline:g} min)"
-        except KeyboardInterrupt:
-            stopped = "by an interrupt"
-        finally:
-            if proc.poll() is None:             # pytest and its xdist workers: the whole group
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    log = os.path.join(work, "pytest.log")
+    deadline = start + args.deadline * 60 if args.deadline else None
+    stopped, code = _pytest(cmd, root, env, log, args.memory_gib, deadline)
+    retried = []
+    if not stopped and args.retry_memory_gib:
+        retried = [r["name"] for r in _jsonl_records(results)
+                   if r["outcome"] in ("failed", "error") and MEMORY.search(r.get("cause", ""))]
+    if retried:
+        again = results + ".retry"
+        open(again, "w").close()
+        print(f"re-running {len(retried)} test(s) that ran out of memory, one at a time under a "
+              f"{args.retry_memory_gib:g} GiB cap", flush=True)
+        stopped, _ = _pytest(base + ["-n", "0", *[f"test/{n}" for n in retried]], root,
+                             {**env, "NKISIM_RESULTS": again}, log + ".retry", args.retry_memory_gib, deadline)
+        _merge(results, again)
     wall = time.time() - start
     s = summarise(results)
     c = s["counts"]
-    print(f"nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log.name}")
+    print(f"nki-library suite{' (slow shapes included)' if args.all else ''}: {wall / 60:.1f} min, log {log}")
     if stopped:
         print(f"STOPPED {stopped}: the counts cover the tests finished by then")
     elif not sum(c.values()):
-        print(f"pytest ran no test (exit {proc.returncode}); log: {log.name}")
+        print(f"pytest ran no test (exit {code}); log: {log}")
         return 1
     print(report_lines(c))
+    if retried:
+        back = {r["name"]: r["outcome"] for r in _jsonl_records(results) if r.get("retried")}
+        print(f"  ran out of memory under the {args.memory_gib:g} GiB per-worker cap and re-run alone "
+              f"under {args.retry_memory_gib:g} GiB: {len(retried)}, of which passed: "
+              f"{sum(v == 'passed' for v in back.values())}")
     print(f"per-test results: {results}" + (f"; junit: {junit}" if os.path.exists(junit) else ""))
     if s["causes"]:
         print("\ntop failure causes:")

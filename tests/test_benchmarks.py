@@ -389,3 +389,24 @@ def test_nki_library_plugin_keeps_one_rank_tests_on_the_harness_path_and_checks_
 def test_nki_library_runner_simulates_the_release_current_on_the_checkout_date(day, version):
     mod = _load("nki_library")
     assert mod.nki_version_for(day) == version
+
+
+def test_nki_library_memory_retry_replaces_the_rerun_records(tmp_path):
+    mod = _load("nki_library")
+    main, again = tmp_path / "r.jsonl", tmp_path / "r.retry"
+    main.write_text("\n".join(json.dumps(r) for r in [
+        {"name": "a::ok", "outcome": "passed", "time": 1.0},
+        {"name": "a::big", "outcome": "failed", "time": 2.0,
+         "cause": "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 9.00 GiB"},
+        {"name": "a::torch", "outcome": "failed", "time": 2.0,
+         "cause": "RuntimeError: [enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"},
+        {"name": "a::bad", "outcome": "failed", "time": 2.0, "cause": "AssertionError: mismatch"}]) + "\n")
+    assert [r["name"] for r in mod._jsonl_records(str(main))
+            if mod.MEMORY.search(r.get("cause", ""))] == ["a::big", "a::torch"]
+    again.write_text(json.dumps({"name": "a::big", "outcome": "passed", "time": 30.0}) + "\n")
+    mod._merge(str(main), str(again))
+    recs = mod._jsonl_records(str(main))
+    assert [(r["name"], r["outcome"], r.get("retried", False)) for r in recs] == [
+        ("a::ok", "passed", False), ("a::big", "passed", True), ("a::torch", "failed", False),
+        ("a::bad", "failed", False)]
+    assert dict(mod.summarise(str(main))["counts"]) == {"passed": 2, "failed": 2}

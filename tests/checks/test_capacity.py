@@ -16,8 +16,11 @@ def run(kernel, target="trn2"):
 
 
 def use(*tiles):
-    for t in tiles:
-        nisa.memset(dst=t[:, 0:1], value=0)
+    """Every tile written, then every tile written again: all of them live together (a tile is
+    live from its first access to its last)."""
+    for _ in range(2):
+        for t in tiles:
+            nisa.memset(dst=t[:, 0:1], value=0)
 
 
 def test_sbuf_fills_exactly_then_overflows_trn2():
@@ -25,10 +28,11 @@ def test_sbuf_fills_exactly_then_overflows_trn2():
         big = nl.ndarray((128, USABLE_TRN2 // 4), dtype=nl.float32, buffer=nl.sbuf)
         small = nl.ndarray((128, 2), dtype=nl.uint8, buffer=nl.sbuf)
         use(big, small)
-    with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation \(128, 2\) uint8 needs 2 bytes per "
-                                            r"partition but 212984 of 212984 bytes per partition are live at "
-                                            r"that point on trn2; largest live: \(128, 53246\) float32 "
-                                            r"\(test_capacity\.py:\d+\) 212984 B \(test_capacity\.py:\d+\)$"):
+    with pytest.raises(CapacityError, match=r"^nl\.ndarray: sbuf allocation \(128, 2\) uint8 needs 128 partitions "
+                                            r"x 2 bytes but 27261952 of 27261952 bytes of SBUF \(128 partitions "
+                                            r"x 212984\) are live at that point on trn2, however placed; largest "
+                                            r"live: \(128, 53246\) float32 \(test_capacity\.py:\d+\) 212984 B "
+                                            r"\(test_capacity\.py:\d+\)$"):
         run(exact)
 
     def fits(x):
@@ -67,8 +71,55 @@ def test_tiles_used_after_the_loop_stay_live():
         for i in nl.affine_range(4):
             keep.append(nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf))   # 65536 B each
         use(*keep)
-    with pytest.raises(CapacityError, match=r"needs 65536 bytes per partition but 196608 of 212984"):
+    with pytest.raises(CapacityError, match=r"needs 128 partitions x 65536 bytes but 25165824 of 27261952 "):
         run(kernel)
+
+
+def test_sbuf_is_two_dimensional_tiles_of_fewer_partitions_sit_side_by_side():
+    """Area bound: sum of partitions x bytes of the live tiles <= 128 x 212984 on trn2."""
+    half = 150_000 // 4                                 # 150000 B per partition: one per partition row
+    def two_halves(x):
+        a = nl.ndarray((64, half), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((64, half), dtype=nl.float32, buffer=nl.sbuf)
+        use(a, b)                                       # 2 x 64 x 150000 <= 128 x 212984
+    run(two_halves)
+
+    def three_halves(x):
+        a = nl.ndarray((64, half), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((64, half), dtype=nl.float32, buffer=nl.sbuf)
+        c = nl.ndarray((64, half), dtype=nl.float32, buffer=nl.sbuf, name="c")
+        use(a, b, c)                                    # 3 x 64 x 150000 > 128 x 212984
+    with pytest.raises(CapacityError, match=r"sbuf allocation 'c' \(64, 37500\) float32 needs 64 partitions x "
+                                            r"150000 bytes but 19200000 of 27261952 bytes"):
+        run(three_halves)
+
+    def too_wide(x):
+        a = nl.ndarray((1, USABLE_TRN2 // 4 + 1), dtype=nl.float32, buffer=nl.sbuf)
+        use(a)
+    with pytest.raises(CapacityError):
+        run(too_wide)
+
+
+def test_a_tile_is_live_from_its_first_access_not_its_creation():
+    """An output tile made up front and first written after the inputs died costs nothing before."""
+    big = 110 * 1024 // 4                               # two live 110 KiB tiles exceed 212984 B
+    def made_up_front(x):
+        a = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)
+        out = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)   # only named here
+        nisa.memset(dst=a, value=1.0)
+        nisa.tensor_scalar(dst=a, data=a, op0=nl.multiply, operand0=2.0)  # a's last use
+        nisa.memset(dst=out, value=0.0)                 # out is born here, a is dead
+        return x
+    run(made_up_front)
+
+    def both_operands(x):
+        a = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=a, value=1.0)
+        out = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf, name="out")
+        nisa.tensor_copy(dst=out, src=a)                # one instruction's operands are live together
+        return x
+    with pytest.raises(CapacityError, match="sbuf allocation 'out'"):
+        run(both_operands)
 
 
 def test_psum_eight_banks_then_overflow():

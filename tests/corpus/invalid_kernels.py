@@ -343,7 +343,7 @@ def select_out_of_range(x):
 def sbuf_over_allocation(x):
     keep = [nl.ndarray((128, 212984 // 4), dtype=F32)]
     keep.append(nl.ndarray((128, 1), dtype=nl.uint8))  # <- error
-    for t in keep:                                     # both used after: both live
+    for t in keep + keep:                              # both written, then again: both live
         nisa.memset(dst=t[:, 0:1], value=0)
 
 
@@ -354,7 +354,7 @@ def sbuf_single_tile_too_big(x):
 def nine_psum_banks(x):
     banks = [_psum((128, 512)) for _ in range(8)]
     banks.append(nl.ndarray((128, 512), dtype=F32, buffer=nl.psum))  # <- error
-    for t in banks:                                                  # all used after: all live
+    for t in banks + banks:                         # all written, then again: all live together
         nisa.memset(dst=t[:, 0:1], value=0.0)
 
 

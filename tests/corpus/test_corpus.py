@@ -213,9 +213,9 @@ BAD = [
         "NkiTensor.select: index 8 on dim 1 of tensor (4, 8) is outside 0:8"),
     # capacity
     Bad(bad.sbuf_over_allocation, CapacityError,
-        "nl.ndarray: sbuf allocation (128, 1) uint8 needs 1 bytes per partition but 212984 of "
-        "212984 bytes per partition are live at that point on trn2; largest live: (128, 53246) float32 "
-        "({L}) 212984 B"),
+        "nl.ndarray: sbuf allocation (128, 1) uint8 needs 128 partitions x 1 bytes but 27261952 of "
+        "27261952 bytes of SBUF (128 partitions x 212984) are live at that point on trn2, however placed; "
+        "largest live: (128, 53246) float32 ({L}) 212984 B"),
     Bad(bad.sbuf_single_tile_too_big, CapacityError,
         "nl.ndarray: sbuf tensor (128, 53247) needs 212988 bytes per partition, exceeds 212984 bytes per "
         "partition on trn2"),

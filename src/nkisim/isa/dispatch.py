@@ -180,6 +180,8 @@ def _generate(stub, spec: OpSpec):
         return _run(_spec, ({args}))
     _i = _c.ins = _Ins(_spec, _c, ({args}))
     _i.engine, _i.info = _p
+    if _c.memory is not None:
+        _c.memory.clock += 1
     try:
         _spec.compute(_i, {args})
     except _NkiError as _e:
@@ -356,6 +358,9 @@ def run(spec: OpSpec, args: tuple):
     ins = Ins(spec, core, args)
     prev = core.ins
     core.ins = ins
+    mem = core.memory
+    if mem is not None:
+        mem.clock += 1              # the on-chip lifetime clock: one tick per instruction
     try:
         if spec.memo and core.fast:
             key = spec.key(core.target, *args)

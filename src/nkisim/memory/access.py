@@ -600,6 +600,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         return False
     view = read_raw(src)
     _write_hooks(dst, da)
+    _used(da.rec)                   # written now, for the lifetime model
     _count("deferred_copy")
     da.lazy = view
     sa.add_dependent(da)
@@ -617,6 +618,7 @@ def fill_deferred(t: NkiTensor, value) -> bool:
     if scalar.dtype is not t.storage.dtype:
         return False
     _write_hooks(t, alloc)
+    _used(alloc.rec)
     _count("deferred_fill")
     alloc.lazy = np.broadcast_to(scalar, t.shape)
     return True
@@ -630,12 +632,16 @@ def _count(fast_path: str) -> None:
 
 def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
     """The source view of a whole tile with a deferred copy (the tile counts as used now)."""
-    rec = t.alloc.rec
+    _used(t.alloc.rec)
+    return view
+
+
+def _used(rec) -> None:
+    """An on-chip allocation is accessed now (its lifetime: first and last use)."""
     if rec is not None:
         if rec.born is None:
             rec.first_use()
         rec.last = rec.mem.clock
-    return view
 
 
 def _settle(t: NkiTensor) -> None:

@@ -1,18 +1,26 @@
 """On-chip capacity: live SBUF and PSUM allocations of one core, in bytes per partition.
 
 Lifetime model (Decision, as the compiler's liveness analysis sees it): an SBUF/PSUM allocation is
-live from its creation (``nl.ndarray`` or any creation function) until the last instruction that
-reads or writes it (through any view). A tile created in a loop body and last used in that
-iteration is dead before the next iteration allocates its successor, so it costs one tile, not
-one per iteration; a tile used again after the loop stays live until then; a tile never used is
-dead at once. Time is counted in allocations: the check runs when the core's kernel body
-returns (before any result reaches the caller) by sweeping the allocations in program order, and
-the error names the allocation that did not fit (its kernel line) and the largest allocations
-live at that moment.
+live from the first instruction that reads or writes it (through any view) until the last one;
+creating it (``nl.ndarray`` or any creation function) only names it. A tile created in a loop
+body and last used in that iteration is dead before the next iteration uses its successor, so it
+costs one tile, not one per iteration; a tile used again after the loop stays live until then; a
+tile made up front and first written later (an output buffer) costs nothing until then; a tile
+never used occupies nothing. Time is counted in instructions (``clock``, ticked by the dispatcher
+before each one): the operands of one instruction are live together, and an allocation last used
+by instruction k is dead for one first used by instruction k + 1. The check runs when the
+core's kernel body returns (before any result reaches the caller) by sweeping the allocations in
+order of first use, and the error names the allocation that did not fit (its kernel line) and the
+largest allocations live at that moment.
 
-SBUF: an allocation reserves its bytes per partition (free size x itemsize) on every partition
-(Decision: the allocator gives a tensor the same free-byte range on all partitions); live bytes
-must fit ``target.sbuf_usable_bytes``. One allocation larger than that fails at once.
+SBUF is two-dimensional: an allocation of P partitions (its partition dim) and B bytes per
+partition (free size x itemsize) occupies a P x B rectangle the allocator may put at any partition
+offset (``nl.ndarray(address=(partition, byte))`` names such a place), so tiles of fewer than 128
+partitions sit side by side. Decision: the check is the bound no placement can beat, never a
+placement of our own (which would reject kernels the compiler fits): B must fit
+``target.sbuf_usable_bytes``, and the live rectangles' total area (sum of P x B) must fit
+``pmax x sbuf_usable_bytes``. A kernel can pass it and still fail the compiler's allocator
+(fragmentation, the compiler's own scratch space), never the other way round.
 
 Placed tensors (``nl.ndarray(address=...)``): their address was checked when made
 (``access.check_address``); here a placed tensor must not overlap another placed tensor live at
@@ -43,7 +51,7 @@ from ..errors import CapacityError
 
 
 class Rec:
-    """One on-chip allocation's lifetime: born and last-used clock values, bytes per partition."""
+    """One on-chip allocation's lifetime: first- and last-use instruction clocks, bytes per partition."""
     __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset",
                  "address")
 
@@ -53,13 +61,10 @@ class Rec:
         self.born = self.last = mem.clock
         self.offset = None
         self.address = address      # (partition_offset, free_offset bytes) given by the kernel
-        if address is not None:     # a placed tensor occupies its address from its first access
-            self.born = None
+        self.born = None            # live from its first access (first_use)
 
     def first_use(self) -> None:
-        """A placed tensor's first access: it is born now (a clock tick of its own, so a tensor
-        last used before it is dead by then)."""
-        self.mem.clock += 1
+        """The allocation's first access: it is born at the current instruction."""
         self.born = self.mem.clock
 
     def overlaps(self, other) -> bool:
@@ -177,8 +182,7 @@ class CoreMemory:
         self.pool = POOL if pooled else None    # fast path: recycled storage (fast_paths=False: none)
 
     def add(self, alloc, nbytes: int) -> Rec:
-        """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its last use)."""
-        self.clock += 1
+        """Record a new SBUF/PSUM allocation (``alloc.rec`` then tracks its first and last use)."""
         rec = Rec(self, nbytes, alloc.buffer, alloc.name, alloc.shape, alloc.dtype, alloc.where,
                   alloc.address)
         self.recs.append(rec)
@@ -217,21 +221,28 @@ class CoreMemory:
         return False
 
     def _sweep_sbuf(self, recs, t, record):
-        limit, used, live = t.sbuf_usable_bytes, 0, []
+        limit = t.sbuf_usable_bytes
+        total, used, live = t.pmax * limit, 0, []       # area: partitions x bytes
         for r in recs:
             while live and live[0][0] < r.born:
-                used -= heapq.heappop(live)[2].nbytes
+                used -= _area(heapq.heappop(live)[2])
             if self._overlap(r, live, t, record):
                 continue
-            if used + r.nbytes > limit:
+            if r.nbytes > limit:
                 self._fail(CapacityError(
-                    "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but "
-                                  f"{used} of {limit} bytes per partition are live at that point on "
-                                  f"{t.name}; largest live: {_largest(x[2] for x in live)}", where=r.where),
+                    "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but a "
+                                  f"partition holds {limit} on {t.name}", where=r.where), record)
+                continue
+            if used + _area(r) > total:
+                self._fail(CapacityError(
+                    "nl.ndarray", f"sbuf allocation {r.label} needs {_partitions(r)} partitions x {r.nbytes} "
+                                  f"bytes but {used} of {total} bytes of SBUF ({t.pmax} partitions x {limit}) "
+                                  f"are live at that point on {t.name}, however placed; largest live: "
+                                  f"{_largest(x[2] for x in live)}", where=r.where),
                     record)
                 continue
             heapq.heappush(live, (r.last, id(r), r))
-            used += r.nbytes
+            used += _area(r)
 
     def _sweep_psum(self, recs, t, record):
         bank, total = t.psum_bank_bytes, t.psum_partition_bytes
@@ -274,6 +285,15 @@ def _place(nbytes, bank, total, used):
         if all(end <= s or start >= e for s, e in used):
             return start
     return None
+
+
+def _partitions(r) -> int:
+    return int(r.shape[0]) if r.shape else 1
+
+
+def _area(r) -> int:
+    """SBUF bytes an allocation occupies: partitions x bytes per partition."""
+    return _partitions(r) * r.nbytes
 
 
 def _largest(recs, n=3) -> str:
