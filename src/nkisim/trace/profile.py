@@ -24,7 +24,8 @@ class InstructionRecord:
     """One instruction on the estimated timeline: ``start_us``/``end_us`` (µs from the launch's
     first instruction), ``engine`` (the nisa engine that ran it), ``track`` (``core<c>.<engine>`` or
     ``core<c>.dma<q>``), ``op`` (ISA instruction), ``api`` (what the kernel called), ``location``
-    (``file.py:LINE``), ``core``, ``seq``, ``flops`` (TensorE), ``hbm_bytes``, ``why`` (the cost rule)."""
+    (``file.py:LINE``), ``core``, ``seq``, ``flops`` (TensorE), ``hbm_bytes``, ``why`` (the cost rule),
+    ``duration_us`` (from the span's nanoseconds, so equal durations compare equal)."""
     start_us: float
     end_us: float
     engine: str
@@ -37,10 +38,7 @@ class InstructionRecord:
     flops: int = 0
     hbm_bytes: int = 0
     why: str = ""
-
-    @property
-    def duration_us(self) -> float:
-        return self.end_us - self.start_us
+    duration_us: float = 0.0
 
 
 def _busy_ns(intervals: list) -> float:
@@ -113,7 +111,7 @@ class Profile:
         self.total_us = total / 1000.0
         self.records = [InstructionRecord(s.start_ns / 1000.0, s.end_ns / 1000.0, s.event.engine, s.track,
                                           s.event.op, s.event.api, s.event.location, s.event.core,
-                                          s.event.seq, s.flops, s.hbm_bytes, s.why)
+                                          s.event.seq, s.flops, s.hbm_bytes, s.why, s.duration_ns / 1000.0)
                         for s in timeline.spans]
         per_track: dict = defaultdict(list)
         for s in timeline.spans:
@@ -131,13 +129,15 @@ class Profile:
     # ---- tables ------------------------------------------------------------------------------
     def line_times(self) -> list:
         """``(location, api, instructions, busy µs)`` per kernel line, longest first: the sum of
-        the durations of the line's instructions (on all tracks)."""
+        the durations of the line's instructions (on all tracks); ties in first-issue order."""
         acc: dict = {}
         for r in self.records:
             loc = acc.setdefault(r.location, [r.api, 0, 0.0])
             loc[1] += 1
             loc[2] += r.duration_us
-        return sorted(((loc, a, n, t) for loc, (a, n, t) in acc.items()), key=lambda x: (-x[3], x[0]))
+        rows = [(loc, a, n, t) for loc, (a, n, t) in acc.items()]
+        order = {row[0]: i for i, row in enumerate(rows)}
+        return sorted(rows, key=lambda x: (-x[3], order[x[0]]))
 
     def summary(self) -> str:
         """A text report: the estimate, HFU / MBU, time per track, the top kernel lines by time,
