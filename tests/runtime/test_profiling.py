@@ -127,3 +127,20 @@ def test_jit_unchanged(monkeypatch):
     with pytest.raises(SimulatorOffError):
         add_kernel(*inputs())
     assert nki.baremetal is nki.jit
+
+
+def test_profile_warnings_name_the_kernel_lines(fake_schedule):
+    @nki.jit
+    def twice(a):
+        out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(a)
+        nl.store(out, x + y)
+        return out
+
+    p = nkisim.profile(twice)(np.ones((128, 64), np.float32))
+    lines = [r.location for r in p.records if r.api == "nl.load"]
+    reload = next(w for w in p.warnings if w.kind == "reload")
+    assert reload.locations == (lines[1], lines[0])
+    small = next(w for w in p.warnings if w.kind == "small_dma")
+    assert small.locations == (lines[0],) and "256 B contiguous per partition" in small.message

@@ -146,7 +146,7 @@ def reloads(spans) -> list:
     profiler's reload warning names the tensor, its size and how many times it was reloaded).
     Decision: exact same view only (a partly overlapping view is not counted); per core (each
     core has its own SBUF); views of unknown offset are skipped. One warning per line."""
-    seen: dict = {}          # (core, alloc, view, shape, dtype) -> location of the first load
+    seen: dict = {}          # (core, alloc) -> {(view, shape, dtype): location of the first load}
     found = []
     for s in spans:
         ev = s.event
@@ -155,15 +155,15 @@ def reloads(spans) -> list:
         for o in ev.reads:
             if o.buffer not in _HBM or not o.view or o.view[0] is None:
                 continue
-            key = (ev.core, o.alloc, o.view, o.shape, o.dtype)
-            if key in seen:
-                found.append((ev.location, (seen[key], o.alloc, o.nbytes)))
+            loads = seen.setdefault((ev.core, o.alloc), {})
+            key = (o.view, o.shape, o.dtype)
+            if key in loads:
+                found.append((ev.location, (loads[key], o.alloc, o.nbytes)))
             else:
-                seen[key] = ev.location
+                loads[key] = ev.location
         for o in ev.writes:
             if o.buffer in _HBM:
-                for key in [k for k in seen if k[0] == ev.core and k[1] == o.alloc]:
-                    del seen[key]
+                seen.pop((ev.core, o.alloc), None)
     out = []
     for loc, vals in _by_line(found).items():
         firsts = sorted({f for f, _, _ in vals})
