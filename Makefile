@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,torch]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,torch,plot]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -46,3 +46,36 @@ def sbuf_copy(t):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def fake_estimate(events, target, lnc):
+    """A stand-in for ``trace.schedule.estimate`` (tests of the profile layer only): every
+    instruction takes 100 ns, one after the other; a span waits on the one before it when that
+    one ran on another track. Tracks ``core<c>.<engine>``, DMAs on ``core<c>.dma0``; TensorE flops
+    2*K*M*N of nc_matmul; hbm_bytes the HBM operands' bytes; peak 1000 flop/ns, 100 B/ns."""
+    from nkisim.trace.timeline import Span, Timeline
+
+    spans = []
+    for i, e in enumerate(events):
+        track = f"core{e.core}.{'dma0' if e.engine == 'dma' else e.engine}"
+        flops = 0
+        if e.op == "nc_matmul":
+            st = next(o for o in e.reads if o.role == "stationary")
+            mv = next(o for o in e.reads if o.role == "moving")
+            flops = 2 * st.shape[0] * st.shape[1] * mv.shape[1]
+        hbm = sum(o.nbytes for o in e.reads + e.writes if o.buffer.endswith("hbm"))
+        waited = i - 1 if i and spans[-1].track != track else None
+        spans.append(Span(e, track, 100.0 * i, 100.0 * (i + 1), flops, hbm, waited, "fake 100 ns"))
+    return Timeline(target=target.name, lnc=lnc, spans=spans, total_ns=100.0 * len(spans),
+                    peak_flops_per_ns=1000.0, hbm_bytes_per_ns=100.0)
+
+
+@pytest.fixture
+def fake_schedule(monkeypatch):
+    """``nkisim.trace.schedule`` replaced by a module whose ``estimate`` is ``fake_estimate``."""
+    import sys
+    import types
+    mod = types.ModuleType("nkisim.trace.schedule")
+    mod.estimate = fake_estimate
+    monkeypatch.setitem(sys.modules, "nkisim.trace.schedule", mod)
+    return mod

@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 
 _LAZY = {"simulate": "nkisim.runtime", "jit": "nkisim.runtime", "simulate_kernel": "nkisim.runtime",
          "simulate_ranks": "nkisim.runtime.ranks", "per_rank": "nkisim.runtime.ranks",
-         "Settings": "nkisim.config", "errors": "nkisim.errors"}
+         "Settings": "nkisim.config", "errors": "nkisim.errors", "profile": "nkisim.runtime.profiling",
+         "Profile": "nkisim.trace.profile"}
 
 
 def __getattr__(name):
@@ -19,4 +20,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'nkisim' has no attribute {name!r}")
 
 
-__all__ = ["simulate", "jit", "simulate_kernel", "simulate_ranks", "per_rank", "Settings", "__version__"]
+__all__ = ["simulate", "jit", "simulate_kernel", "simulate_ranks", "per_rank", "Settings", "profile", "Profile",
+           "__version__"]

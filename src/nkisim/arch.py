@@ -94,6 +94,12 @@ HBM_BYTES = {"trn1": 32 * 2**30, "trn2": 96 * 2**30, "trn3": 144 * 2**30}
 RNG_STATE_WORDS = {"gpsimd": 6, "vector": 24}
 XORWOW_WORDS = 6
 
+# DMA efficiency (the profiler's small-DMA warning): ">= 2 KiB per partition (minimum
+# recommended): approaches peak bandwidth. The kernel efficiency guide recommends at least 2 KiB
+# of contiguous data per partition for all data types" (nki/deep-dives/nki-dma-bandwidth-guide.rst,
+# "Bandwidth vs. Payload Size"); the same for every generation.
+DMA_EFFICIENT_PARTITION_BYTES = 2048
+
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,
@@ -126,4 +132,4 @@ def get(name: str) -> Target:
     return TARGETS[name]
 
 
-__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "HBM_BYTES", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]
+__all__ = ["Target", "TARGETS", "TRN1", "TRN2", "TRN3", "HBM_BYTES", "DMA_EFFICIENT_PARTITION_BYTES", "get", "LAUNCH_ON_CHIP_BYTES_MAX"]

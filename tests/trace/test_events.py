@@ -263,3 +263,20 @@ def test_argument_allocation_ids_name_the_kernel_parameters():
     loads = [e.reads[0].alloc for e in rec if e.api == "nl.load"]
     assert loads == ["arg:x", "arg:pair[1]", "arg:scale_tile"]
     assert [e.writes[0].alloc for e in rec if e.api == "nl.store"] == ["arg:pair[0]"]
+
+
+def test_operand_view_is_offset_and_strides_of_the_allocation():
+    """``Operand.view``: (offset, strides) in elements; equal for two loads of the same slice."""
+    def k(a):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a[128:256, 64:128])
+        t = nl.load(a[128:256, 64:128])
+        u = nl.load(a[0:128, 0:64])
+        nl.store(out, t + u)
+        return out
+
+    with trace.record() as events:
+        nki.simulate(k)(np.ones((256, 256), np.float32))
+    srcs = [e.reads[0] for e in events if e.api == "nl.load"]
+    # row-major (256, 256) fp32: element (128, 64) is at 128 * 256 + 64
+    assert [o.view for o in srcs] == [(128 * 256 + 64, (256, 1)), (128 * 256 + 64, (256, 1)), (0, (256, 1))]

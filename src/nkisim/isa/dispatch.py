@@ -526,7 +526,16 @@ def operand(role: str, t) -> Operand | None:
     return Operand(role=role, buffer=str(alloc.buffer), shape=t.shape, dtype=_dt.name(t.dtype),
                    nbytes=t.size * isz, alloc=alloc.id, partitions=t.shape[0] if on_chip and t.shape else 1,
                    contiguous_bytes=_contiguous(t.shape[1:] if on_chip else t.shape,
-                                                t.strides[1:] if on_chip else t.strides) * isz)
+                                                t.strides[1:] if on_chip else t.strides) * isz,
+                   view=(_offset(t.offset), t.strides))
+
+
+def _offset(offset) -> int | None:
+    """A view's element offset as an int (None when it is a runtime value not known here)."""
+    try:
+        return int(offset)
+    except (TypeError, ValueError):
+        return None
 
 
 def _contiguous(shape, strides) -> int:

@@ -27,7 +27,9 @@ def trace(func=None, **options):
     return func if func is not None else (lambda f: f)
 
 
-baremetal = benchmark = profile = jit
+baremetal = jit
+# on CPU: one simulated run with the cost model (estimated device time; runtime.profiling)
+from nkisim.runtime.profiling import benchmark, nki_profile as profile  # noqa: E402
 
 __all__ = ["jit", "simulate", "simulate_kernel", "cpu_simulate", "Kernel", "tensor", "dtype", "trace",
            "baremetal", "benchmark", "profile", "language", "isa", "typing", "compiler", "simulator",

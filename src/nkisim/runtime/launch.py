@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import contextvars
 import functools
 import gc
 import inspect
@@ -511,8 +512,21 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     if lnc > target.lnc_max:
         raise UnsupportedError("nki.jit", f"LNC{lnc} needs a target with {lnc} cores per logical core; "
                                           f"{target.name} has {target.lnc_max}", where=_def_site(func))
+    hook = LAUNCH_HOOK.get()
+    if hook is not None and seat is None:        # `nkisim profile`: this launch is recorded
+        def go():
+            with np.errstate(all="ignore"):
+                return _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat)
+        return hook(func, go, target, lnc)
     with np.errstate(all="ignore"):
         return _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat)
+
+
+# A callable ``hook(func, go, target, lnc)`` that runs ``go()`` (the launch) and returns its result,
+# set while ``nkisim profile`` profiles a script (``runtime.profiling.session``); multi-rank
+# launches are not hooked. Decision: a ContextVar, so the hook covers the profiled script's thread
+# and nothing else.
+LAUNCH_HOOK: contextvars.ContextVar = contextvars.ContextVar("nkisim_launch_hook", default=None)
 
 
 def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat=None):

@@ -26,7 +26,10 @@ class Operand:
     allocation, ``shared<k>`` for the k-th shared_hbm allocation); ``partitions``: partitions
     touched (dim 0 of an on-chip view; 1 for HBM); ``contiguous_bytes``: bytes of the longest
     run of consecutive elements per partition (for DMA descriptors: the innermost dims whose
-    strides are dense, not counting dim 0 of an on-chip view)."""
+    strides are dense, not counting dim 0 of an on-chip view); ``view``: ``(offset, strides)`` of
+    the view in elements of its allocation's storage, so two operands with equal ``alloc``,
+    ``view``, ``shape`` and ``dtype`` access the same bytes (``()`` when not known: an indirect
+    view, whose elements the index tile picks)."""
     role: str
     buffer: str
     shape: tuple
@@ -35,6 +38,7 @@ class Operand:
     alloc: str
     partitions: int
     contiguous_bytes: int
+    view: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,146 @@
+"""nkisim.profile, nki.benchmark and nki.profile on CPU, with ``schedule.estimate`` replaced by
+the conftest's fake (100 ns per instruction, one after the other): the figures below are counted
+from the kernel's instructions by hand."""
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import nkisim
+import nkisim.nki as nki
+import nkisim.nki.language as nl
+from nkisim import trace
+from nkisim.errors import SimulatorOffError, UnsupportedError
+
+
+@nki.jit
+def add_kernel(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)          # 1 dma
+    y = nl.load(b)          # 2 dma
+    nl.store(out, x + y)    # 3 vector, 4 dma
+    return out
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    return rng.random((128, 512), dtype=np.float32), rng.random((128, 512), dtype=np.float32)
+
+
+def test_profile_returns_profile_and_outputs(fake_schedule):
+    a, b = inputs()
+    p = nkisim.profile(add_kernel, target="trn2")(a, b)
+    assert isinstance(p, nkisim.Profile)
+    assert [r.op for r in p.records] == ["dma_copy", "dma_copy", "tensor_tensor", "dma_copy"]
+    assert p.total_us == pytest.approx(0.4) and p.target == "trn2" and p.lnc == 1
+    assert p.engine_busy == pytest.approx({"core0.vector": 0.25, "core0.dma0": 0.75})
+    assert p.kernel == "add_kernel"
+    np.testing.assert_array_equal(p.outputs, a + b)
+    # mbu: 3 x 128 x 512 x 4 HBM bytes over 100 B/ns x 400 ns
+    assert p.mbu == pytest.approx(3 * 128 * 512 * 4 / (100.0 * 400))
+    assert p.records[0].location.startswith("test_profiling.py:")
+
+
+def test_profile_lnc2_and_plain_function(fake_schedule):
+    a, b = inputs()
+    p = nkisim.profile(add_kernel.func, target="trn2", lnc=2)(a, b)
+    assert p.lnc == 2 and {r.core for r in p.records} == {0, 1}
+    np.testing.assert_array_equal(p.outputs, a + b)
+
+
+def test_profile_events_reach_an_enclosing_recording(fake_schedule):
+    with trace.record() as events:
+        nkisim.profile(add_kernel)(*inputs())
+    assert len(events) == 4
+
+
+def test_profile_compute_false_not_available_yet(fake_schedule):
+    with pytest.raises(UnsupportedError, match=r"compute=False \(timing only.*not available yet; use "
+                                               r"compute=True"):
+        nkisim.profile(add_kernel, compute=False)(*inputs())
+
+
+def test_profile_unknown_option():
+    with pytest.raises(TypeError, match=r"nkisim.profile: unknown option\(s\) \['bogus'\]"):
+        nkisim.profile(add_kernel, bogus=1)
+
+
+def test_profile_without_cost_model(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nkisim.trace.schedule", None)
+    with pytest.raises(UnsupportedError, match=r"the cost model \(nkisim.trace.schedule\) is not in this build"):
+        nkisim.profile(add_kernel)(*inputs())
+
+
+def test_benchmark_result_every_percentile_is_the_estimate(fake_schedule, capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("NKI_SIMULATOR", raising=False)      # no device, simulator off: still runs
+    monkeypatch.chdir(tmp_path)
+
+    @nki.benchmark(warmup=5, iters=20, save_neff_name="file.neff", save_trace_name="profile.ntff")
+    def k(a, b):
+        return add_kernel(a, b)
+
+    a, b = inputs()
+    np.testing.assert_array_equal(k(a, b), a + b)
+    lat = k.benchmark_result.nc_latency
+    for p in (0, 1, 10, 25, 50, 90, 99, 100):
+        assert lat.get_latency_percentile(p) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match=r"percentile 75 is not available"):
+        lat.get_latency_percentile(75)
+    out = capsys.readouterr().out
+    assert "nki.benchmark k: estimated 0.400 us on" in out and "warmup=5, iters=20" in out
+    doc = json.loads((tmp_path / "profile.json").read_text())
+    assert sum(e["ph"] == "X" for e in doc["traceEvents"]) == 4
+    assert not (tmp_path / "file.neff").exists()
+    assert k.profile_result is k.benchmark_result.profile
+
+
+def test_benchmark_bare_decorator_and_lnc2(fake_schedule, capsys):
+    k = nki.benchmark(add_kernel)
+    assert k.benchmark_result is None
+    k[2](*inputs())
+    assert k[2].benchmark_result is None          # a new kernel object per grid, like nki.jit
+    kk = k[2]
+    kk(*inputs())
+    assert kk.benchmark_result.profile.lnc == 2
+
+
+def test_nki_profile_writes_the_trace_in_working_directory(fake_schedule, tmp_path, capsys):
+    @nki.profile(working_directory=str(tmp_path), save_trace_name="prof.ntff", profile_nth=2)
+    def k(a, b):
+        return add_kernel(a, b)
+
+    a, b = inputs()
+    np.testing.assert_array_equal(k(a, b), a + b)
+    assert (tmp_path / "prof.json").exists()
+    with pytest.raises(FileExistsError, match=r"prof.json exists; pass overwrite=True"):
+        k(a, b)
+    k2 = nki.profile(k.func, working_directory=str(tmp_path), save_trace_name="prof.ntff", overwrite=True)
+    k2(a, b)
+    assert k2.profile_result.total_us == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="profile_nth must be an integer >= 1"):
+        nki.profile(working_directory=str(tmp_path), profile_nth=0)
+
+
+def test_jit_unchanged(monkeypatch):
+    monkeypatch.setenv("NKI_SIMULATOR", "0")
+    with pytest.raises(SimulatorOffError):
+        add_kernel(*inputs())
+    assert nki.baremetal is nki.jit
+
+
+def test_profile_warnings_name_the_kernel_lines(fake_schedule):
+    @nki.jit
+    def twice(a):
+        out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        y = nl.load(a)
+        nl.store(out, x + y)
+        return out
+
+    p = nkisim.profile(twice)(np.ones((128, 64), np.float32))
+    lines = [r.location for r in p.records if r.api == "nl.load"]
+    reload = next(w for w in p.warnings if w.kind == "reload")
+    assert reload.locations == (lines[1], lines[0])
+    small = next(w for w in p.warnings if w.kind == "small_dma")
+    assert small.locations == (lines[0],) and "256 B contiguous per partition" in small.message
