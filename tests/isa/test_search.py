@@ -326,3 +326,16 @@ def test_search_misspelt_keyword_is_a_type_error():
         simulate(kernel, np.ones((4, 16), np.float32))
     assert str(info.value) == (f"nisa.nc_match_replace8() got an unexpected keyword argument 'dst_id'; "
                                f"did you mean 'dst_idx'? (test_search.py:{lines[0]})")
+
+
+def test_top8_order_is_the_stable_descending_sort_on_long_rows_with_ties_zeros_and_nan():
+    """max8's O(F) selection (rows longer than 64) equals NumPy's stable sort of -x."""
+    from nkisim.isa.search import _top8
+    rng = np.random.default_rng(1)
+    specials = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 2.5, -3e38, 1e-40], np.float32)
+    for trial in range(120):
+        f, p = int(rng.integers(65, 600)), int(rng.integers(1, 9))
+        x = (rng.choice(specials, (p, f)) if trial % 2 else rng.standard_normal((p, f))).astype(np.float32)
+        if trial % 3 == 0:
+            x[:, :f - 3] = np.nan                     # fewer than 8 numbers: NaN fills the tail
+        np.testing.assert_array_equal(_top8(x), np.argsort(-x, axis=1, kind="stable")[:, :8])

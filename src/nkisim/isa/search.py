@@ -34,8 +34,24 @@ def _max8_rules(ins, dst, src, name):
 
 def _max8_compute(ins, dst, src, name):
     x = pf(read_f32(src))
-    order = np.argsort(-x, axis=1, kind="stable")[:, :_K]
-    write(dst, np.take_along_axis(x, order, axis=1))
+    write(dst, np.take_along_axis(x, _top8(x), axis=1))
+
+
+def _top8(x: np.ndarray) -> np.ndarray:
+    """(P, 8) indices of the 8 largest values per row of ``x`` (P, F) float32, in descending order,
+    NaN below every number, equal values (-0.0 == 0.0) in index order: exactly
+    ``np.argsort(-x, kind="stable")[:, :8]``, in O(F) (a partition of unique int64 keys: the
+    value's order-preserving bit pattern, then the index)."""
+    p, f = x.shape
+    if f <= 64:
+        return np.argsort(-x, axis=1, kind="stable")[:, :_K]
+    neg = -x + F32(0.0)                                  # -0.0 -> 0.0: equal values, one key
+    neg[np.isnan(neg)] = F32(np.nan)                     # one NaN pattern, ordered last
+    bits = neg.view(np.uint32).astype(np.int64)
+    ordered = np.where(bits >= 1 << 31, (1 << 32) - 1 - bits, bits + (1 << 31))   # float order
+    key = ordered * f + np.arange(f, dtype=np.int64)
+    top = np.sort(np.partition(key, _K - 1, axis=1)[:, :_K], axis=1)
+    return top % f
 
 
 @instruction(reads=("src",), writes=("dst",), rules=_max8_rules, compute=_max8_compute)
@@ -178,11 +194,13 @@ def _match(x: np.ndarray, v: np.ndarray, reverse: bool) -> np.ndarray:
     earlier = np.tril(same, -1) if not reverse else np.triu(same, 1)
     rank = earlier.sum(axis=2)                       # copies of v[p, i] that claim a match first
     pos = np.full(v.shape, -1, np.int64)
+    rows = np.arange(x.shape[0])
     for i in range(v.shape[1]):
         eq = x == v[:, i:i + 1]
-        hit = eq & (np.cumsum(eq, axis=1, dtype=np.int32) == rank[:, i:i + 1] + 1)
-        found = hit.any(axis=1)
-        pos[:, i] = np.where(found, hit.argmax(axis=1), -1)
+        if rank[:, i].any():                             # a repeated value: its k-th match
+            eq &= np.cumsum(eq, axis=1, dtype=np.int32) == rank[:, i:i + 1] + 1
+        first = eq.argmax(axis=1)                        # the first match (0 when none)
+        pos[:, i] = np.where(eq[rows, first], first, -1)
     return pos
 
 __all__ = ["max8", "nc_find_index8", "nc_match_replace8"]
