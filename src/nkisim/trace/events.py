@@ -26,7 +26,13 @@ class Operand:
     allocation, ``shared<k>`` for the k-th shared_hbm allocation); ``partitions``: partitions
     touched (dim 0 of an on-chip view; 1 for HBM); ``contiguous_bytes``: bytes of the longest
     run of consecutive elements per partition (for DMA descriptors: the innermost dims whose
-    strides are dense, not counting dim 0 of an on-chip view)."""
+    strides are dense, not counting dim 0 of an on-chip view).
+
+    Where the bytes are (for dependencies and PSUM banks): ``part_start``/``part_end`` the
+    partitions ``[start, end)`` of an on-chip view (0, 1 for HBM); ``byte_start``/``byte_end``
+    the bytes ``[start, end)`` the view spans within each partition (on chip) or within the whole
+    allocation (HBM), strides' gaps included. ``byte_end == 0`` means unknown: the whole
+    allocation (indirect and dynamic views)."""
     role: str
     buffer: str
     shape: tuple
@@ -35,6 +41,10 @@ class Operand:
     alloc: str
     partitions: int
     contiguous_bytes: int
+    part_start: int = 0
+    part_end: int = 0
+    byte_start: int = 0
+    byte_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
