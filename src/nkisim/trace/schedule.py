@@ -1,0 +1,301 @@
+"""The schedule: place one launch's instruction events on engines and DMA queues (a ``Timeline``).
+
+``estimate(events, target, lnc)`` is a list schedule, not a sum of costs. Deterministic; imports
+``arch`` and ``trace`` (events, cost, timeline) only.
+
+- Each compute engine of a core (tensor, vector, scalar, gpsimd, sync) issues its instructions in
+  program order; an instruction starts when its engine is free and every instruction it depends
+  on has ended: read-after-write, write-after-read and write-after-write on overlapping bytes
+  (partitions x bytes per partition on chip, bytes in HBM; ``Operand.part_*``/``byte_*``) of the
+  same allocation. Decision: dependencies are per core; cores order each other only through
+  ``core_barrier`` / ``sendrecv``.
+- An instruction whose start was set by a dependency pays its engine's static instruction overhead
+  (100 cycles; ``Cost.wait_overhead_ns``), which stands for the cross-engine semaphore hand-off
+  (Decision: the docs give no separate compute-engine semaphore latency; the DMA's ~1300 ns
+  semaphore-to-start latency is already its fixed cost). A matmul that starts on an idle TensorE
+  (not back to back) pays MM_INIT (64 cycles) more.
+- DMA queues. Decision: a core's DMA instructions go to its 16 queues round robin in issue order
+  (``core<c>.dma<q>``); each queue runs its transfers in order; a transfer takes its fixed latency,
+  then moves its bytes at its own rate, but the core's queues together never beat the core's DMA
+  bandwidth (16 x per-engine), and the launch's HBM bytes never beat its cores' HBM share: both are
+  pipes every transfer reserves ``bytes / bandwidth`` of, in issue order.
+- Shared ports: NeuronCore-v2 VectorE and GpSimdE take turns on SBUF, VectorE and ScalarE on PSUM;
+  v3+ VectorE and ScalarE take turns on the same PSUM bank only. Decision: a bank is
+  ``byte offset // psum_bank_bytes`` within one PSUM allocation (allocations are bank aligned).
+- LNC2: the cores run side by side (processed in order of their current time, so the shared HBM
+  pipe is fair) and share the HBM bandwidth; ``core_barrier`` waits until every core has
+  finished everything it issued before the barrier, then releases all of them a semaphore
+  latency (``dma_fixed_ns``) after the last arrival; nothing of a core starts before its release.
+  The k-th ``sendrecv`` of each core meet likewise, then the transfer runs as a DMA.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from .. import arch
+from .cost import HBM_BUFFERS, cost, pe_peak_flops_per_ns
+from .events import Instruction
+from .timeline import Span, Timeline
+
+_WHOLE = 1 << 62
+_SYNC_OPS = frozenset(("core_barrier", "sendrecv"))
+
+
+class _Core:
+    """One core's scheduling state."""
+    __slots__ = ("engine_free", "queue_free", "ndma", "dma_pipe", "deps", "ports", "floor",
+                 "frontier", "syncs", "pending", "tensor_end")
+
+    def __init__(self, queues: int):
+        self.engine_free: dict = {}
+        self.queue_free = [0.0] * queues
+        self.ndma = 0
+        self.dma_pipe = 0.0
+        self.deps: dict = {}        # alloc -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
+        self.ports: dict = {}       # shared port -> free time
+        self.floor = 0.0            # nothing starts before (a barrier's release)
+        self.frontier = 0.0         # start of the last placed instruction
+        self.syncs: dict = {}       # op -> count (k-th barrier / sendrecv)
+        self.pending = None         # a sync instruction waiting for its partners
+        self.tensor_end = None      # end of the last TensorE instruction (back-to-back test)
+
+
+def _range(o):
+    if o.byte_end:
+        return o.part_start, o.part_end, o.byte_start, o.byte_end
+    return 0, _WHOLE, 0, _WHOLE
+
+
+def _deps(st: _Core, ev: Instruction):
+    """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies of ``ev``."""
+    ready, idx = 0.0, None
+    deps = st.deps
+    for o in ev.reads:
+        e = deps.get(o.alloc)
+        if e is None:
+            continue
+        p0, p1, b0, b1 = _range(o)
+        for w in e[0]:
+            if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                ready, idx = w[4], w[5]
+    for o in ev.writes:
+        e = deps.get(o.alloc)
+        if e is None:
+            continue
+        p0, p1, b0, b1 = _range(o)
+        for w in e[0]:
+            if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                ready, idx = w[4], w[5]
+        for r, w in e[1].items():
+            if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
+                ready, idx = w[0], w[1]
+    return ready, idx
+
+
+def _record(st: _Core, ev: Instruction, end: float, idx: int) -> None:
+    """Remember ``ev``'s accesses: writes as a list, reads by range (the latest end kept); a write
+    supersedes the accesses it covers."""
+    deps = st.deps
+    for o in ev.reads:
+        e = deps.get(o.alloc)
+        if e is None:
+            e = deps[o.alloc] = [[], {}]
+        r = _range(o)
+        x = e[1].get(r)
+        if x is None or end >= x[0]:
+            e[1][r] = (end, idx)
+    for o in ev.writes:
+        e = deps.get(o.alloc)
+        if e is None:
+            e = deps[o.alloc] = [[], {}]
+        p0, p1, b0, b1 = r = _range(o)
+        if e[0]:
+            e[0] = [x for x in e[0] if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
+        if e[1]:
+            e[1] = {x: v for x, v in e[1].items()
+                    if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
+        e[0].append((*r, end, idx))
+
+
+def _ports(t: arch.Target, kind: str, ev: Instruction) -> tuple:
+    """The shared SBUF / PSUM ports ``ev`` on engine ``kind`` takes (see the module docstring)."""
+    if kind not in ("vector", "gpsimd", "scalar"):
+        return ()
+    out = []
+    ops = (*ev.reads, *ev.writes)
+    if t.shared_sbuf_vector_gpsimd and kind in ("vector", "gpsimd") and any(o.buffer == "sbuf" for o in ops):
+        out.append("sbuf.vector+gpsimd")
+    if kind in ("vector", "scalar"):
+        if t.shared_psum_vector_scalar:
+            if any(o.buffer == "psum" for o in ops):
+                out.append("psum.vector+scalar")
+        else:
+            bank = t.psum_bank_bytes
+            for o in ops:
+                if o.buffer == "psum":
+                    if o.byte_end:
+                        out.extend(f"{o.alloc}.bank{b}" for b in range(o.byte_start // bank,
+                                                                         (o.byte_end - 1) // bank + 1))
+                    else:
+                        out.append(f"{o.alloc}.bank*")
+    return tuple(out)
+
+
+def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Timeline:
+    """The estimated ``Timeline`` of one launch's events (all cores, in (core, seq) order).
+
+    ``target``: the ``arch.Target`` simulated; ``lnc``: the launch's cores (1 or 2). Spans come
+    back in the order of ``events``. Deterministic. Cost: a few µs per event."""
+    t = target
+    n = len(events)
+    spans: list = [None] * n
+    per_core: dict = {}
+    for i, ev in enumerate(events):
+        per_core.setdefault(ev.core, []).append(i)
+    cores = sorted(per_core)
+    state = {c: _Core(t.dma_engines) for c in cores}
+    pos = {c: 0 for c in cores}
+    shared = {"hbm": 0.0}
+    ncores = max(lnc, len(cores), 1)
+    hbm_rate = t.hbm_core_bytes_per_ns * ncores
+    dma_rate = t.dma_core_bytes_per_ns
+    peak_mode = 0.0
+    waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
+    memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
+
+    while True:
+        live = [c for c in cores if pos[c] < len(per_core[c]) and state[c].pending is None]
+        if not live:
+            if not waiting:
+                break
+            key = min(waiting)       # release the oldest rendezvous (partners finished or absent)
+            _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
+            continue
+        c = live[0] if len(live) == 1 else min(live, key=lambda k: (state[k].frontier, k))
+        st = state[c]
+        idx = per_core[c][pos[c]]
+        ev = events[idx]
+        try:
+            ck = (ev.op, ev.engine,
+                  tuple([(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.partitions, o.contiguous_bytes)
+                         for o in ev.reads]),
+                  tuple([(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.partitions, o.contiguous_bytes)
+                         for o in ev.writes]),
+                  tuple(ev.options.items()))
+            co = memo.get(ck)
+            if co is None:
+                co = memo[ck] = cost(ev, t)
+        except TypeError:               # an unhashable option value: no memo
+            co = cost(ev, t)
+        if co.peak_flops_per_ns > peak_mode and co.flops:
+            peak_mode = co.peak_flops_per_ns
+        if ev.op in _SYNC_OPS and len(cores) > 1:
+            k = st.syncs.get(ev.op, 0)
+            st.syncs[ev.op] = k + 1
+            ready, _ = _deps(st, ev)
+            arrive = max(ready, st.floor, *st.engine_free.values(), *st.queue_free) \
+                if ev.op == "core_barrier" else max(ready, st.floor)
+            key = (ev.op, k)
+            group = waiting.setdefault(key, {})
+            group[c] = (idx, arrive, co)
+            st.pending = key
+            st.frontier = arrive
+            if len(group) == len(cores):
+                _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
+            continue
+        _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, 0.0)
+        pos[c] += 1
+
+    total = max((s.end_ns for s in spans), default=0.0)
+    return Timeline(target=t.name, lnc=lnc, spans=spans, total_ns=total,
+                    peak_flops_per_ns=(peak_mode or pe_peak_flops_per_ns(t)) * ncores,
+                    hbm_bytes_per_ns=hbm_rate)
+
+
+def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_before) -> None:
+    """Place one instruction on its engine / queue of core state ``st``."""
+    kind = co.kind
+    ready, dep = _deps(st, ev)
+    if not_before > ready:
+        ready, dep = not_before, None
+    if kind == "dma":
+        q = st.ndma % len(st.queue_free)
+        st.ndma += 1
+        free = st.queue_free[q]
+        track = f"core{ev.core}.dma{q}"
+    else:
+        free = st.engine_free.get(kind, 0.0)
+        track = f"core{ev.core}.{kind}"
+    if st.floor > free:
+        free = st.floor
+    waited = None
+    start = free
+    if ready > free:
+        start, waited = ready, dep
+    ports = _ports(t, kind, ev) if kind != "dma" else ()
+    for p in ports:
+        pf = st.ports.get(p, 0.0)
+        if pf > start:
+            start, waited = pf, None
+    why = co.why
+    if kind == "dma":
+        data = start + co.fixed_ns
+        end = data + co.dma_bytes / co.rate
+        pipe = max(st.dma_pipe, data) + co.dma_bytes / dma_rate
+        st.dma_pipe = pipe
+        if pipe > end:
+            end, why = pipe, why + f"; core DMA bandwidth {dma_rate:g} B/ns shared"
+        st.queue_free[q] = end
+    else:
+        dur = co.duration_ns
+        if kind == "tensor":
+            if st.tensor_end is None or start > st.tensor_end:
+                dur += co.wait_overhead_ns
+                why += f" + MM_INIT {t.mm_init_cycles} cycles (not back to back)"
+        elif waited is not None:
+            dur += co.wait_overhead_ns
+            why += f" + static overhead {t.static_overhead_cycles} cycles (waited on a dependency)"
+        end = start + dur
+        st.engine_free[kind] = end
+        if kind == "tensor":
+            st.tensor_end = end
+    if co.hbm_bytes:
+        h = max(shared["hbm"], start + co.fixed_ns) + co.hbm_bytes / hbm_rate
+        shared["hbm"] = h
+        if h > end:
+            end, why = h, why + f"; HBM bandwidth {hbm_rate:g} B/ns shared"
+            if kind == "dma":
+                st.queue_free[q] = end
+            else:
+                st.engine_free[kind] = end
+    for p in ports:
+        st.ports[p] = end
+    _record(st, ev, end, idx)
+    st.frontier = start
+    spans[idx] = Span(event=ev, track=track, start_ns=start, end_ns=end, flops=co.flops,
+                      hbm_bytes=co.hbm_bytes, waited_on=waited, why=why)
+
+
+def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rate) -> None:
+    """Release a rendezvous: every core of ``group`` (core -> (index, arrival, cost)) continues."""
+    op = key[0]
+    last = max(a for _, a, _ in group.values())
+    for c in sorted(group):
+        idx, arrive, co = group[c]
+        st = state[c]
+        ev = events[idx]
+        if op == "core_barrier":
+            kind = co.kind
+            release = last + co.duration_ns + t.dma_fixed_ns
+            spans[idx] = Span(event=ev, track=f"core{c}.{kind}", start_ns=arrive, end_ns=release,
+                              why=co.why + f"; released {release - arrive:.0f} ns after arrival")
+            st.engine_free[kind] = release
+            st.floor = release
+            _record(st, ev, release, idx)
+        else:
+            _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, last)
+        st.pending = None
+        pos[c] += 1
+
+
+__all__ = ["estimate"]
