@@ -9,21 +9,24 @@
   (partitions x bytes per partition on chip, bytes in HBM; ``Operand.part_*``/``byte_*``) of the
   same allocation. Decision: dependencies are per core; cores order each other only through
   ``core_barrier`` / ``sendrecv``.
-- An instruction whose start was set by a dependency pays its engine's static instruction overhead
+- An instruction whose start was set by a dependency (also one that ends just as its engine
+  frees up: back-to-back dependent instructions) pays its engine's static instruction overhead
   (100 cycles; ``Cost.wait_overhead_ns``), which stands for the cross-engine semaphore hand-off
   (Decision: the docs give no separate compute-engine semaphore latency; the DMA's ~1300 ns
   semaphore-to-start latency is already its fixed cost). A matmul that starts on an idle TensorE
   (not back to back) pays MM_INIT (64 cycles) more.
-- DMA queues. Decision: a core's DMA instructions go to its 16 queues round robin in issue order
-  (``core<c>.dma<q>``); each queue runs its transfers in order; a transfer takes its fixed latency,
-  then moves its bytes at its own rate, but the core's queues together never beat the core's DMA
-  bandwidth (16 x per-engine), and the launch's HBM bytes never beat its cores' HBM share: both are
-  pipes every transfer reserves ``bytes / bandwidth`` of, in issue order.
+- DMA queues. Decision: each DMA instruction goes, in issue order, to the core's queue that is
+  free first (lowest number on ties; 16 queues, ``core<c>.dma<q>``); each queue runs its transfers
+  in order; a transfer takes its fixed latency, then moves its bytes at most at its own rate
+  (``Cost.rate``) through two shared pipes: the core's DMA bandwidth (16 x per-engine) and the
+  launch's HBM share (``cores x device bandwidth / cores per device``; HBM bytes only). A pipe
+  hands out its capacity in 256 ns buckets, earliest first, so transfers ready early use
+  bandwidth left free by ones issued before them (``_Pipe``).
 - Shared ports: NeuronCore-v2 VectorE and GpSimdE take turns on SBUF, VectorE and ScalarE on PSUM;
   v3+ VectorE and ScalarE take turns on the same PSUM bank only. Decision: a bank is
   ``byte offset // psum_bank_bytes`` within one PSUM allocation (allocations are bank aligned).
-- LNC2: the cores run side by side (processed in order of their current time, so the shared HBM
-  pipe is fair) and share the HBM bandwidth; ``core_barrier`` waits until every core has
+- LNC2: the cores run side by side (the core whose last placed instruction ended first places
+  its next one, so the shared HBM pipe is shared fairly) and share the HBM bandwidth; ``core_barrier`` waits until every core has
   finished everything it issued before the barrier, then releases all of them a semaphore
   latency (``dma_fixed_ns``) after the last arrival; nothing of a core starts before its release.
   The k-th ``sendrecv`` of each core meet likewise, then the transfer runs as a DMA.
@@ -41,20 +44,67 @@ _WHOLE = 1 << 62
 _SYNC_OPS = frozenset(("core_barrier", "sendrecv"))
 
 
+class _Pipe:
+    """A bandwidth shared by transfers: ``rate`` bytes/ns, handed out in buckets of ``width`` ns."""
+    __slots__ = ("rate", "width", "room", "used")
+
+    def __init__(self, rate: float, width: float = 256.0):
+        self.rate, self.width = rate, width
+        self.room = rate * width
+        self.used: dict = {}
+
+
+def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
+    """Move ``nbytes`` from time ``t0`` at most ``cap`` bytes/ns through ``pipes`` ((pipe, f):
+    f pipe bytes per byte moved; all pipes share one bucket width); returns the end time.
+
+    Each bucket gives the transfer the bytes every pipe still has free in it, earliest first, so
+    a transfer ready early uses bandwidth left free by transfers issued before it. The transfer
+    ends no earlier than its last bucket's bytes at each pipe's full rate from the bucket's start,
+    so no pipe ever carries more than ``rate`` x elapsed time (the physical floor holds)."""
+    if nbytes <= 0:
+        return t0
+    w = pipes[0][0].width
+    b = int(t0 // w)
+    t = t0
+    left = nbytes
+    while True:
+        bend = (b + 1) * w
+        span = bend - t
+        room = span * cap
+        for p, f in pipes:
+            r = min(p.room - p.used.get(b, 0.0), span * p.rate) / f
+            if r < room:
+                room = r
+        if room >= left:
+            end = t + left / (room / span) if span > 0 else t
+            for p, f in pipes:
+                u = p.used[b] = p.used.get(b, 0.0) + left * f
+                floor = b * w + u / p.rate
+                if floor > end:
+                    end = floor
+            return end
+        if room > 0:
+            for p, f in pipes:
+                p.used[b] = p.used.get(b, 0.0) + room * f
+            left -= room
+        b += 1
+        t = bend
+
+
 class _Core:
     """One core's scheduling state."""
-    __slots__ = ("engine_free", "queue_free", "ndma", "dma_pipe", "deps", "ports", "floor",
+    __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor",
                  "frontier", "syncs", "pending", "tensor_end")
 
-    def __init__(self, queues: int):
+    def __init__(self, queues: int, dma_rate: float):
         self.engine_free: dict = {}
         self.queue_free = [0.0] * queues
-        self.ndma = 0
-        self.dma_pipe = 0.0
+        self.dma_pipe = _Pipe(dma_rate)
         self.deps: dict = {}        # alloc -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
         self.ports: dict = {}       # shared port -> free time
         self.floor = 0.0            # nothing starts before (a barrier's release)
-        self.frontier = 0.0         # start of the last placed instruction
+        self.frontier = 0.0         # end of the last placed instruction (cores advance in turn)
         self.syncs: dict = {}       # op -> count (k-th barrier / sendrecv)
         self.pending = None         # a sync instruction waiting for its partners
         self.tensor_end = None      # end of the last TensorE instruction (back-to-back test)
@@ -153,12 +203,12 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
     for i, ev in enumerate(events):
         per_core.setdefault(ev.core, []).append(i)
     cores = sorted(per_core)
-    state = {c: _Core(t.dma_engines) for c in cores}
+    dma_rate = t.dma_core_bytes_per_ns
+    state = {c: _Core(t.dma_engines, dma_rate) for c in cores}
     pos = {c: 0 for c in cores}
-    shared = {"hbm": 0.0}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
-    dma_rate = t.dma_core_bytes_per_ns
+    shared = {"hbm": _Pipe(hbm_rate)}
     peak_mode = 0.0
     waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
@@ -219,9 +269,9 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     if not_before > ready:
         ready, dep = not_before, None
     if kind == "dma":
-        q = st.ndma % len(st.queue_free)
-        st.ndma += 1
-        free = st.queue_free[q]
+        qf = st.queue_free
+        free = min(qf)
+        q = qf.index(free)
         track = f"core{ev.core}.dma{q}"
     else:
         free = st.engine_free.get(kind, 0.0)
@@ -230,6 +280,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
         free = st.floor
     waited = None
     start = free
+    bound = dep is not None and ready >= free     # the dependency, not the track, sets the start
     if ready > free:
         start, waited = ready, dep
     ports = _ports(t, kind, ev) if kind != "dma" else ()
@@ -240,11 +291,11 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     why = co.why
     if kind == "dma":
         data = start + co.fixed_ns
-        end = data + co.dma_bytes / co.rate
-        pipe = max(st.dma_pipe, data) + co.dma_bytes / dma_rate
-        st.dma_pipe = pipe
-        if pipe > end:
-            end, why = pipe, why + f"; core DMA bandwidth {dma_rate:g} B/ns shared"
+        pipes = ((st.dma_pipe, 1.0), (shared["hbm"], co.hbm_bytes / co.dma_bytes)) if co.hbm_bytes \
+            else ((st.dma_pipe, 1.0),)
+        end = _reserve(data, co.dma_bytes, co.rate, pipes)
+        if end > data + co.dma_bytes / co.rate * 1.000001:
+            why += f"; bandwidth shared (core DMA {dma_rate:g} B/ns, HBM {hbm_rate:g} B/ns)"
         st.queue_free[q] = end
     else:
         dur = co.duration_ns
@@ -252,26 +303,19 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
             if st.tensor_end is None or start > st.tensor_end:
                 dur += co.wait_overhead_ns
                 why += f" + MM_INIT {t.mm_init_cycles} cycles (not back to back)"
-        elif waited is not None:
+        elif bound:
             dur += co.wait_overhead_ns
             why += f" + static overhead {t.static_overhead_cycles} cycles (waited on a dependency)"
         end = start + dur
+        if co.hbm_bytes:            # a compute engine reading HBM (rare) still takes HBM bandwidth
+            end = max(end, _reserve(start, co.hbm_bytes, co.hbm_bytes / dur, ((shared["hbm"], 1.0),)))
         st.engine_free[kind] = end
         if kind == "tensor":
             st.tensor_end = end
-    if co.hbm_bytes:
-        h = max(shared["hbm"], start + co.fixed_ns) + co.hbm_bytes / hbm_rate
-        shared["hbm"] = h
-        if h > end:
-            end, why = h, why + f"; HBM bandwidth {hbm_rate:g} B/ns shared"
-            if kind == "dma":
-                st.queue_free[q] = end
-            else:
-                st.engine_free[kind] = end
     for p in ports:
         st.ports[p] = end
     _record(st, ev, end, idx)
-    st.frontier = start
+    st.frontier = end
     spans[idx] = Span(event=ev, track=track, start_ns=start, end_ns=end, flops=co.flops,
                       hbm_bytes=co.hbm_bytes, waited_on=waited, why=why)
 
