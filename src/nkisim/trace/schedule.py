@@ -45,13 +45,34 @@ _SYNC_OPS = frozenset(("core_barrier", "sendrecv"))
 
 
 class _Pipe:
-    """A bandwidth shared by transfers: ``rate`` bytes/ns, handed out in buckets of ``width`` ns."""
-    __slots__ = ("rate", "width", "room", "used")
+    """A bandwidth shared by transfers: ``rate`` bytes/ns, handed out in buckets of ``width`` ns;
+    ``full`` links each full bucket to a later candidate (path-compressed skip list)."""
+    __slots__ = ("rate", "width", "room", "used", "full")
 
     def __init__(self, rate: float, width: float = 256.0):
         self.rate, self.width = rate, width
         self.room = rate * width
         self.used: dict = {}
+        self.full: dict = {}
+
+    def first_free(self, b: int) -> int:
+        """The first bucket at or after ``b`` that is not full."""
+        full = self.full
+        if b not in full:
+            return b
+        path = []
+        while b in full:
+            path.append(b)
+            b = full[b]
+        for x in path:
+            full[x] = b
+        return b
+
+    def take(self, b: int, nbytes: float) -> float:
+        u = self.used[b] = self.used.get(b, 0.0) + nbytes
+        if u >= self.room * 0.999999:
+            self.full[b] = b + 1
+        return u
 
 
 def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
@@ -69,6 +90,17 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
     t = t0
     left = nbytes
     while True:
+        nb = b
+        if len(pipes) == 1:
+            nb = pipes[0][0].first_free(nb)
+        else:
+            while True:                  # skip buckets some pipe has full
+                for p, _ in pipes:
+                    nb = p.first_free(nb)
+                if all(nb not in p.full for p, _ in pipes):
+                    break
+        if nb != b:
+            b, t = nb, nb * w
         bend = (b + 1) * w
         span = bend - t
         room = span * cap
@@ -79,14 +111,13 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
         if room >= left:
             end = t + left / (room / span) if span > 0 else t
             for p, f in pipes:
-                u = p.used[b] = p.used.get(b, 0.0) + left * f
-                floor = b * w + u / p.rate
+                floor = b * w + p.take(b, left * f) / p.rate
                 if floor > end:
                     end = floor
             return end
         if room > 0:
             for p, f in pipes:
-                p.used[b] = p.used.get(b, 0.0) + room * f
+                p.take(b, room * f)
             left -= room
         b += 1
         t = bend
@@ -110,29 +141,27 @@ class _Core:
         self.tensor_end = None      # end of the last TensorE instruction (back-to-back test)
 
 
-def _range(o):
-    if o.byte_end:
-        return o.part_start, o.part_end, o.byte_start, o.byte_end
-    return 0, _WHOLE, 0, _WHOLE
+def _accesses(ops) -> list:
+    """(allocation, (p0, p1, b0, b1)) of each operand; unknown ranges are the whole allocation."""
+    return [(o.alloc, (o.part_start, o.part_end, o.byte_start, o.byte_end) if o.byte_end
+             else (0, _WHOLE, 0, _WHOLE)) for o in ops]
 
 
-def _deps(st: _Core, ev: Instruction):
-    """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies of ``ev``."""
+def _deps(st: _Core, reads: list, writes: list):
+    """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies."""
     ready, idx = 0.0, None
     deps = st.deps
-    for o in ev.reads:
-        e = deps.get(o.alloc)
+    for alloc, (p0, p1, b0, b1) in reads:
+        e = deps.get(alloc)
         if e is None:
             continue
-        p0, p1, b0, b1 = _range(o)
         for w in e[0]:
             if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
                 ready, idx = w[4], w[5]
-    for o in ev.writes:
-        e = deps.get(o.alloc)
+    for alloc, (p0, p1, b0, b1) in writes:
+        e = deps.get(alloc)
         if e is None:
             continue
-        p0, p1, b0, b1 = _range(o)
         for w in e[0]:
             if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
                 ready, idx = w[4], w[5]
@@ -142,23 +171,22 @@ def _deps(st: _Core, ev: Instruction):
     return ready, idx
 
 
-def _record(st: _Core, ev: Instruction, end: float, idx: int) -> None:
-    """Remember ``ev``'s accesses: writes as a list, reads by range (the latest end kept); a write
+def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
+    """Remember the accesses: writes as a list, reads by range (the latest end kept); a write
     supersedes the accesses it covers."""
     deps = st.deps
-    for o in ev.reads:
-        e = deps.get(o.alloc)
+    for alloc, r in reads:
+        e = deps.get(alloc)
         if e is None:
-            e = deps[o.alloc] = [[], {}]
-        r = _range(o)
+            e = deps[alloc] = [[], {}]
         x = e[1].get(r)
         if x is None or end >= x[0]:
             e[1][r] = (end, idx)
-    for o in ev.writes:
-        e = deps.get(o.alloc)
+    for alloc, r in writes:
+        e = deps.get(alloc)
         if e is None:
-            e = deps[o.alloc] = [[], {}]
-        p0, p1, b0, b1 = r = _range(o)
+            e = deps[alloc] = [[], {}]
+        p0, p1, b0, b1 = r
         if e[0]:
             e[0] = [x for x in e[0] if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
         if e[1]:
@@ -242,7 +270,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
         if ev.op in _SYNC_OPS and len(cores) > 1:
             k = st.syncs.get(ev.op, 0)
             st.syncs[ev.op] = k + 1
-            ready, _ = _deps(st, ev)
+            ready, _ = _deps(st, _accesses(ev.reads), _accesses(ev.writes))
             arrive = max(ready, st.floor, *st.engine_free.values(), *st.queue_free) \
                 if ev.op == "core_barrier" else max(ready, st.floor)
             key = (ev.op, k)
@@ -265,7 +293,8 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
 def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_before) -> None:
     """Place one instruction on its engine / queue of core state ``st``."""
     kind = co.kind
-    ready, dep = _deps(st, ev)
+    reads, writes = _accesses(ev.reads), _accesses(ev.writes)
+    ready, dep = _deps(st, reads, writes)
     if not_before > ready:
         ready, dep = not_before, None
     if kind == "dma":
@@ -314,7 +343,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
             st.tensor_end = end
     for p in ports:
         st.ports[p] = end
-    _record(st, ev, end, idx)
+    _record(st, reads, writes, end, idx)
     st.frontier = end
     spans[idx] = Span(event=ev, track=track, start_ns=start, end_ns=end, flops=co.flops,
                       hbm_bytes=co.hbm_bytes, waited_on=waited, why=why)
@@ -335,7 +364,7 @@ def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rat
                               why=co.why + f"; released {release - arrive:.0f} ns after arrival")
             st.engine_free[kind] = release
             st.floor = release
-            _record(st, ev, release, idx)
+            _record(st, _accesses(ev.reads), _accesses(ev.writes), release, idx)
         else:
             _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, last)
         st.pending = None
