@@ -314,3 +314,39 @@ def test_lnc2_kernel_with_barrier():
     stores = [s for s in tl.spans if s.event.op == "dma_copy" and s.event.writes[0].buffer == "shared_hbm"]
     assert all(s.start_ns >= barriers[0].end_ns for s in stores)
     assert {s.event.core for s in tl.spans} == {0, 1}
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_random_event_lists_never_beat_the_floor(seed, target):
+    rng = np.random.default_rng(seed)
+    t = arch.get(target)
+    lnc = 1 + seed % 2
+    ev = Events()
+    for _ in range(60):
+        core = int(rng.integers(lnc))
+        k = int(rng.integers(5))
+        a, b = (f"c{core}.{int(x)}" for x in rng.integers(6, size=2))
+        n = int(rng.choice([8, 64, 512, 2048]))
+        if k == 0:
+            load(ev, a, n=n, core=core, src=f"arg:x{int(rng.integers(3))}", parts=int(rng.choice([1, 32, 128])))
+        elif k == 1:
+            ev.add("dma_copy", "dma", [opnd("src", "hbm", (128, n), "arg:x0")],
+                   [opnd("dst", "hbm", (128, n), f"arg:y{core}")], core=core)
+        elif k == 2:
+            matmul(ev, a, b, f"c{core}.p", core=core)
+        elif k == 3:
+            matmul(ev, a, b, f"c{core}.p", core=core)
+            ev[-1] = Instruction(**{**{f: getattr(ev[-1], f) for f in ("op", "api", "engine", "core", "seq",
+                                                                      "location", "writes", "options")},
+                                    "reads": tuple(opnd(o.role, "sbuf", o.shape, o.alloc, "float32")
+                                                   for o in ev[-1].reads)})
+        else:
+            vec_tt(ev, a, b, f"c{core}.{int(rng.integers(6))}", n=n, core=core)
+    ev.sort(key=lambda e: (e.core, e.seq))
+    tl = estimate(ev, t, lnc)
+    flops_floor, hbm_floor = _floors(tl)
+    assert tl.total_ns >= flops_floor and tl.total_ns >= hbm_floor
+    core_dma = [sum(s.event.reads[0].nbytes for s in tl.spans if s.event.op == "dma_copy" and s.event.core == c)
+                for c in range(lnc)]
+    assert tl.total_ns >= max(core_dma) / t.dma_core_bytes_per_ns

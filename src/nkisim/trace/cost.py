@@ -373,9 +373,11 @@ def _control(ev, t) -> Cost:
 
 
 def _core_barrier(ev, t) -> Cost:
+    # Decision: the barrier moves no data (its tensor names the memory it orders): no HBM bytes.
     eng = _engine(ev, "gpsimd")
-    return _compute(ev, t, eng, t.min_ii_cycles, f"core_barrier MIN_II {t.min_ii_cycles} cycles"
-                    f" + semaphore {t.dma_fixed_ns:g} ns after the last core arrives")
+    c = _compute(ev, t, eng, t.min_ii_cycles, f"core_barrier MIN_II {t.min_ii_cycles} cycles"
+                 f" + semaphore {t.dma_fixed_ns:g} ns after the last core arrives")
+    return dataclasses.replace(c, hbm_bytes=0)
 
 
 # ---- DMA --------------------------------------------------------------------------------------
