@@ -521,7 +521,9 @@ def operand(role: str, t) -> Operand | None:
     shape, strides = t.shape, t.strides
     p0 = p1 = b0 = b1 = 0
     if not t.dynamic and t.size:
-        ssz = t.storage.itemsize             # offsets and strides count storage elements
+        # offsets and strides count elements of the view's dtype (its storage holds one per
+        # element, float32 for bf16/fp8 when NKI_PRECISE_FP=0): bytes are elements x item size
+        ssz = isz
         lo = hi = t.offset
         for n, s in zip(shape[1:] if on_chip else shape, strides[1:] if on_chip else strides):
             if s > 0:

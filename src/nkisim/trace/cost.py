@@ -25,6 +25,11 @@ notes of the nki.isa docstrings (aws-neuron-sdk commit cca37847) and the archite
   partition / row, the smallest over the operands); DMA transposes run at their documented
   fraction (0.9 from HBM, 0.5 SBUF to SBUF) without the payload curve. The schedule caps the
   queues of a core at 16 x engine bandwidth and the launch's HBM bytes at its HBM share.
+  Decision: one fixed latency for every DGE mode (nki-dge.rst's ~600 ns per hardware-DGE
+  instruction lies within the 1300 ns; software DGE's GpSimd cycles are not documented and not
+  modelled).
+- Decision: PE tiling (``tile_position`` / ``tile_size``) is not modelled: a tiled matmul costs
+  the formula and takes TensorE alone (an upper bound on its time).
 - sync (``core_barrier``): MIN_II on its engine; the schedule waits for every core and adds the
   semaphore latency (``dma_fixed_ns``).
 - Anything else: the generic shape of its engine (``max(MIN_II, N)``; GpSimd ``GPSIMD_START + N``;
