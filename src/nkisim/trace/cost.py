@@ -395,7 +395,7 @@ def _dma(ev, t, transpose: bool = False) -> Cost:
     chip = [o.partitions for o in tensors if o.buffer in _ON_CHIP]
     rows = max(chip) if chip else (writes[0].shape[0] if writes and writes[0].shape else 1)
     per_engine = max(1, t.pmax // t.dma_engines)
-    engines = min(t.dma_engines, -(-rows // per_engine))
+    engines = max(1, min(t.dma_engines, -(-rows // per_engine)))
     if transpose:
         src = reads[0] if reads else None
         frac = t.dma_transpose_hbm_fraction if src is not None and src.buffer in HBM_BUFFERS \
