@@ -8,6 +8,7 @@ import pytest
 
 import nkisim
 from nkisim import arch
+from nkisim.examples import NAMES as EXAMPLES
 from nkisim.trace import record
 from nkisim.trace.events import Instruction, Operand
 from nkisim.trace.schedule import estimate
@@ -267,7 +268,7 @@ def _floors(tl):
     return flops / tl.peak_flops_per_ns, hbm / tl.hbm_bytes_per_ns
 
 
-@pytest.mark.parametrize("name", ["tensor_add", "matmul", "transpose", "rmsnorm", "softmax", "attention"])
+@pytest.mark.parametrize("name", EXAMPLES)
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
 def test_real_kernels_never_beat_the_physical_floor(name, target):
     events = _run(name, target)
