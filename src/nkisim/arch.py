@@ -120,7 +120,9 @@ class Target:
     dma_transpose_hbm_fraction: float = 0.9
     dma_transpose_sbuf_fraction: float = 0.5
     # HBM bandwidth of one device, bytes/ns, and the NeuronCores sharing it: "820 GB/s", "3TB/s",
-    # "4.7 TB/s"; "2 NeuronCores (v2)", "8 NeuronCores (v3)", "8 NeuronCores (v4)" (architecture guides)
+    # "4.7 TB/s"; "2 NeuronCores (v2)", "8 NeuronCores (v3)", "8 NeuronCores (v4)" (NKI architecture
+    # guides). Decision: the NKI guides' figures; the chip pages in about-neuron/arch/neuron-hardware
+    # say 2.9 TB/s (trn2) and 4.9 TB/s (trn3).
     hbm_device_bytes_per_ns: float
     cores_per_device: int
     # SBUF/PSUM port sharing (trainium_inferentia2_arch.rst "Concurrent SBUF/PSUM accesses by

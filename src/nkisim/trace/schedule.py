@@ -313,11 +313,12 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     if ready > free:
         start, waited = ready, dep
     ports = _ports(t, kind, ev) if kind != "dma" else ()
+    why = co.why
     for p in ports:
         pf = st.ports.get(p, 0.0)
         if pf > start:
             start, waited = pf, None
-    why = co.why
+            why = co.why + f"; waited for the shared port {p}"
     if kind == "dma":
         data = start + co.fixed_ns
         pipes = ((st.dma_pipe, 1.0), (shared["hbm"], co.hbm_bytes / co.dma_bytes)) if co.hbm_bytes \
