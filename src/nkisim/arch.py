@@ -70,6 +70,83 @@ class Target:
     dtypes: tuple = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
                      "bfloat16", "tfloat32", "float32", "float8_e4m3", "float8_e5m2")
 
+    # ---- cost model (trace.cost, trace.schedule): engine clocks, instruction costs, DMA -------------
+    # Engine clocks, GHz: "Compute Engine Specifications" tables of
+    # nki/guides/architecture/{trainium_inferentia2_arch,trainium2_arch,trainium3_arch}.rst.
+    tensor_ghz: float                 # 2.8 (trn1), 2.4 (trn2, trn3)
+    vector_ghz: float                 # 1.12, 0.96, 1.2
+    scalar_ghz: float                 # 1.4, 1.2, 1.2
+    gpsimd_ghz: float                 # 1.4, 1.2, 1.2
+    # Decision: the Sync engine's clock is not in the tables; it runs at the Scalar engine's clock.
+    pe_rows: int = 128                # systolic array 128 x 128 PEs (trainium_inferentia2_arch.rst)
+    pe_cols: int = 128
+    # MM_INIT_LATENCY: "64 TensorE cycles on NeuronCore-v2" (trainium_inferentia2_arch.rst, TensorE
+    # cost model); also the min(64, N_stationary) term of nc_matmul's estimated cost (nki.isa
+    # docstring at aws-neuron-sdk cca37847). Decision: the same on v3/v4 (no other value given).
+    mm_init_cycles: int = 64
+    mm_fp32_factor: int = 4           # "For FP32 input ... roughly 4x higher" (same page)
+    mm_fp8_double_row: bool = True    # FP8 double_row perf mode: 2x K per instruction (trainium2_arch.rst)
+    # explicit transpose mode (v3+): "2x speedup in FP32 transpose" (trainium2_arch.rst)
+    pe_transpose_fp32_speedup: int = 2
+    mm_mx_factor: int = 4             # MX matmul: "4x the throughput compared to a BF16/FP16 matmul"
+    #                                   (trainium3_arch.rst): K = 4 x partitions per instruction
+    # MIN_II "is roughly 64 engine cycles" (every Vector/Scalar "Estimated instruction cost" note,
+    # nki.isa docstrings at cca37847); MIN_II_DYNAMIC "roughly 600 engine cycles" (tensor_copy_dynamic_*)
+    min_ii_cycles: int = 64
+    min_ii_dynamic_cycles: int = 600
+    # "static instruction overhead of 100 engine cycles" for back-to-back dependent instructions
+    # (trainium_inferentia2_arch.rst, VectorE cost model; the perf guide's "~100 cycles")
+    static_overhead_cycles: int = 100
+    act_read_accumulator_cycles: int = 64   # ActReadAccumulator "roughly 64 ScalarE cycles" (same page)
+    gpsimd_start_cycles: int = 150    # GPSIMD_START "roughly 150 engine cycles" (affine_select, iota)
+    # VectorE performance mode (trainium2_arch.rst "Vector Engine Performance Mode"): 4x for
+    # tensor_copy/tensor_scalar, all SBUF, BF16/FP16, contiguous; 2x for those non-contiguous or with
+    # one PSUM operand, and for tensor_tensor with both inputs in SBUF, all BF16/FP16. None on v2.
+    vector_perf_mode: bool = True
+    # ScalarE tensor_scalar / tensor_copy "up to 2x performance uplift for BF16/FP16" (trainium3_arch.rst)
+    scalar_perf_mode: bool = False
+    # DMA (nki/deep-dives/nki-dma-bandwidth-guide.rst): 16 engines (queues) per NeuronCore, each
+    # "BW / Engine" 17 / 23 / 33 B/ns; "semaphore-to-start latency (~1300 ns cross-engine)" per transfer.
+    dma_engines: int = 16
+    dma_engine_bytes_per_ns: float
+    dma_fixed_ns: float = 1300.0
+    # Decision: the guide gives the payload curve only in words (< 256 B per partition "severely
+    # overhead-bound", 256 B - 2 KiB "improving", >= 2 KiB "approaches peak", >= 4 KiB saturates);
+    # we model each contiguous run as costing this many bytes of overhead: efficiency b / (b + 256)
+    # (50 % at 256 B, 89 % at 2 KiB, 94 % at 4 KiB).
+    dma_run_overhead_bytes: int = 256
+    # "DMA transpose on Trainium2 can achieve up to 90% DMA throughput"; "SBUF2SBUF transpose can
+    # achieve up to 50% of DMA throughput" (trainium2_arch.rst). Decision: the same on trn1/trn3.
+    dma_transpose_hbm_fraction: float = 0.9
+    dma_transpose_sbuf_fraction: float = 0.5
+    # HBM bandwidth of one device, bytes/ns, and the NeuronCores sharing it: "820 GB/s", "3TB/s",
+    # "4.7 TB/s"; "2 NeuronCores (v2)", "8 NeuronCores (v3)", "8 NeuronCores (v4)" (NKI architecture
+    # guides). Decision: the NKI guides' figures; the chip pages in about-neuron/arch/neuron-hardware
+    # say 2.9 TB/s (trn2) and 4.9 TB/s (trn3).
+    hbm_device_bytes_per_ns: float
+    cores_per_device: int
+    # SBUF/PSUM port sharing (trainium_inferentia2_arch.rst "Concurrent SBUF/PSUM accesses by
+    # engines"): on NeuronCore-v2 VectorE and GpSimdE cannot access SBUF in parallel, VectorE and
+    # ScalarE cannot access PSUM in parallel; NeuronCore-v3 lifts both "as long as their accesses do
+    # not collide on the same PSUM bank" (trainium2_arch.rst).
+    shared_sbuf_vector_gpsimd: bool = False
+    shared_psum_vector_scalar: bool = False
+
+    def engine_ghz(self, engine: str) -> float:
+        """Clock of a compute engine (tensor, vector, scalar, gpsimd; sync runs at scalar's), GHz."""
+        return {"tensor": self.tensor_ghz, "vector": self.vector_ghz, "scalar": self.scalar_ghz,
+                "gpsimd": self.gpsimd_ghz}.get(engine, self.scalar_ghz)
+
+    @property
+    def dma_core_bytes_per_ns(self) -> float:
+        """Aggregate DMA bandwidth of one core: engines x per-engine bandwidth (272 / 368 / 528 GB/s)."""
+        return self.dma_engines * self.dma_engine_bytes_per_ns
+
+    @property
+    def hbm_core_bytes_per_ns(self) -> float:
+        """One core's share of the device's HBM bandwidth, bytes/ns."""
+        return self.hbm_device_bytes_per_ns / self.cores_per_device
+
     @property
     def sbuf_size_bytes(self) -> int:
         return self.sbuf_partition_bytes * self.pmax
@@ -102,12 +179,20 @@ DMA_EFFICIENT_PARTITION_BYTES = 2048
 
 
 TRN1 = Target(name="trn1", nc_version=2, sbuf_partition_bytes=192 * 1024,
+              tensor_ghz=2.8, vector_ghz=1.12, scalar_ghz=1.4, gpsimd_ghz=1.4,
+              mm_fp8_double_row=False, pe_transpose_fp32_speedup=1, vector_perf_mode=False,
+              dma_engine_bytes_per_ns=17.0, hbm_device_bytes_per_ns=820.0, cores_per_device=2,
+              shared_sbuf_vector_gpsimd=True, shared_psum_vector_scalar=True,
               sbuf_usable_bytes=180224, act_reduce_ops=("add",), act_tensor_copy=False,
               nonzero_with_count=False,
               act_reciprocal_bias=False, alu_ops_excluded=("abs_max", "abs_min"))
 TRN2 = Target(name="trn2", nc_version=3, sbuf_partition_bytes=224 * 1024,
+              tensor_ghz=2.4, vector_ghz=0.96, scalar_ghz=1.2, gpsimd_ghz=1.2,
+              dma_engine_bytes_per_ns=23.0, hbm_device_bytes_per_ns=3000.0, cores_per_device=8,
               sbuf_usable_bytes=212984, lnc_max=2, alu_ops_excluded=("abs_max", "abs_min"))
 TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
+              tensor_ghz=2.4, vector_ghz=1.2, scalar_ghz=1.2, gpsimd_ghz=1.2, scalar_perf_mode=True,
+              dma_engine_bytes_per_ns=33.0, hbm_device_bytes_per_ns=4700.0, cores_per_device=8,
               sbuf_usable_bytes=245752, lnc_max=2,
               matmul_moving_fmax_fp32=4096, matmul_moving_fmax_bf16=8192,
               psum_dst_dtypes=("float32", "bfloat16"),

@@ -280,3 +280,28 @@ def test_operand_view_is_offset_and_strides_of_the_allocation():
     srcs = [e.reads[0] for e in events if e.api == "nl.load"]
     # row-major (256, 256) fp32: element (128, 64) is at 128 * 256 + 64
     assert [o.view for o in srcs] == [(128 * 256 + 64, (256, 1)), (128 * 256 + 64, (256, 1)), (0, (256, 1))]
+
+
+def sliced_views(x):
+    """x (8, 32) fp32 in HBM; a (128, 1024) fp32 SBUF tile, written then read in slices."""
+    t = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[32:40, 256:288], src=x[0:8, 0:32])
+    u = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=u, src=t[32:40, 256:288:2])
+    out = nl.ndarray((8, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[2:4, 8:16], src=u[0:2, 0:8])
+    return out
+
+
+def test_operands_carry_the_partitions_and_bytes_they_touch():
+    _, events = _record(sliced_views, np.ones((8, 32), np.float32))
+    load, copy, store = events
+    dst = load.writes[0]
+    assert (dst.part_start, dst.part_end, dst.byte_start, dst.byte_end) == (32, 40, 256 * 4, 288 * 4)
+    src = load.reads[0]
+    assert (src.part_start, src.part_end, src.byte_start, src.byte_end) == (0, 1, 0, 8 * 32 * 4)
+    strided = copy.reads[0]                        # every other element of 256..287
+    assert (strided.part_start, strided.part_end) == (32, 40)
+    assert (strided.byte_start, strided.byte_end) == (256 * 4, (256 + 30 + 1) * 4)
+    hbm = store.writes[0]                          # rows 2..3, columns 8..15 of (8, 32)
+    assert (hbm.byte_start, hbm.byte_end) == ((2 * 32 + 8) * 4, (3 * 32 + 15 + 1) * 4)

@@ -523,10 +523,36 @@ def operand(role: str, t) -> Operand | None:
     alloc = t.alloc
     on_chip = t.on_chip
     isz = t.dtype.itemsize
-    return Operand(role=role, buffer=str(alloc.buffer), shape=t.shape, dtype=_dt.name(t.dtype),
-                   nbytes=t.size * isz, alloc=alloc.id, partitions=t.shape[0] if on_chip and t.shape else 1,
-                   contiguous_bytes=_contiguous(t.shape[1:] if on_chip else t.shape,
-                                                t.strides[1:] if on_chip else t.strides) * isz,
+    shape, strides = t.shape, t.strides
+    p0 = p1 = b0 = b1 = 0
+    if not t.dynamic and t.size:
+        # offsets and strides count elements of the view's dtype (its storage holds one per
+        # element, float32 for bf16/fp8 when NKI_PRECISE_FP=0): bytes are elements x item size
+        ssz = isz
+        lo = hi = t.offset
+        for n, s in zip(shape[1:] if on_chip else shape, strides[1:] if on_chip else strides):
+            if s > 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
+        if on_chip and shape:
+            row = t.storage.size // alloc.shape[0] if alloc.shape and alloc.shape[0] else 0
+            if row:
+                base = t.offset // row
+                last = (t.offset + (shape[0] - 1) * strides[0]) // row
+                p0, p1 = min(base, last), max(base, last) + 1
+                lo, hi = lo - base * row, hi - base * row
+                if lo < 0 or hi >= row:      # free dims cross partitions: the whole rows
+                    lo, hi = 0, row - 1
+                b0, b1 = lo * ssz, (hi + 1) * ssz
+        else:
+            p1 = 1
+            b0, b1 = lo * ssz, (hi + 1) * ssz
+    return Operand(role=role, buffer=str(alloc.buffer), shape=shape, dtype=_dt.name(t.dtype),
+                   nbytes=t.size * isz, alloc=alloc.id, partitions=shape[0] if on_chip and shape else 1,
+                   contiguous_bytes=_contiguous(shape[1:] if on_chip else shape,
+                                                strides[1:] if on_chip else strides) * isz,
+                   part_start=p0, part_end=p1, byte_start=b0, byte_end=b1,
                    view=(_offset(t.offset), t.strides))
 
 

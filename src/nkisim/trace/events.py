@@ -29,7 +29,13 @@ class Operand:
     strides are dense, not counting dim 0 of an on-chip view); ``view``: ``(offset, strides)`` of
     the view in elements of its allocation's storage, so two operands with equal ``alloc``,
     ``view``, ``shape`` and ``dtype`` access the same bytes (``()`` when not known: an indirect
-    view, whose elements the index tile picks)."""
+    view, whose elements the index tile picks).
+
+    Where the bytes are (for dependencies and PSUM banks): ``part_start``/``part_end`` the
+    partitions ``[start, end)`` of an on-chip view (0, 1 for HBM); ``byte_start``/``byte_end``
+    the bytes ``[start, end)`` the view spans within each partition (on chip) or within the whole
+    allocation (HBM), strides' gaps included. ``byte_end == 0`` means unknown: the whole
+    allocation (indirect and dynamic views)."""
     role: str
     buffer: str
     shape: tuple
@@ -39,6 +45,10 @@ class Operand:
     partitions: int
     contiguous_bytes: int
     view: tuple = ()
+    part_start: int = 0
+    part_end: int = 0
+    byte_start: int = 0
+    byte_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
