@@ -144,3 +144,37 @@ def test_profile_warnings_name_the_kernel_lines(fake_schedule):
     assert reload.locations == (lines[1], lines[0])
     small = next(w for w in p.warnings if w.kind == "small_dma")
     assert small.locations == (lines[0],) and "256 B contiguous per partition" in small.message
+
+
+def test_profile_with_the_real_cost_model_is_never_faster_than_the_physical_floors():
+    """End to end (no fake): a 128x128 @ 128x512 bf16 matmul; the estimate is at least the TensorE
+    FLOP floor and the HBM byte floor of trn2, and every instruction has a record."""
+    import ml_dtypes
+    import nkisim
+    from nkisim import arch
+    import nkisim.nki.isa as nisa
+    import nkisim.nki.language as nl
+
+    def mm(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        at = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a)
+        bt = nl.ndarray((128, 512), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=bt, src=b)
+        ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=at, moving=bt)
+        o = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=ps)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+    a = np.ones((128, 128), ml_dtypes.bfloat16)
+    b = np.ones((128, 512), ml_dtypes.bfloat16)
+    p = nkisim.profile(mm, target="trn2")(a, b)
+    np.testing.assert_array_equal(p.outputs, np.full((128, 512), 128.0, np.float32))
+    t = arch.get("trn2")
+    flops = 2 * 128 * 128 * 512
+    peak = 128 * 128 * 2 * 2.4            # PE array x 2 flop x 2.4 GHz (flop per ns), bf16
+    hbm = a.nbytes + b.nbytes + 128 * 512 * 4
+    assert p.total_us * 1e3 >= flops / peak
+    assert p.total_us * 1e3 >= hbm / (t.hbm_device_bytes_per_ns / t.cores_per_device)
+    assert len(p.records) == 5 and 0 < p.hfu < 1 and 0 < p.mbu < 1
