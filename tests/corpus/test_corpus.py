@@ -202,7 +202,7 @@ BAD = [
     Bad(bad.negative_slice_start, BoundsError,
         "tensor indexing: slice -9:8 on dim 1 of tensor (4, 8) is outside 0:8"),
     Bad(bad.ap_reaching_outside, BoundsError,
-        "NkiTensor.ap: view of tensor (4, 8) reaches element 32, outside its 32 elements"),
+        "nisa.memset: dst view of tensor (4, 8) reaches element 32, outside its 32 elements"),
     Bad(bad.index_out_of_range, BoundsError,
         "tensor indexing: index 4 on dim 0 of tensor (4, 8) is outside 0:4"),
     Bad(bad.hbm_index_out_of_range, BoundsError,

@@ -50,10 +50,22 @@ def test_required_fields_post_init_and_frozen():
         def __post_init__(self):
             object.__setattr__(self, "half", self.d // 2)
     assert Cfg(d=64).half == 32
-    with pytest.raises(TypeError, match=r"Cfg\(\) missing required argument 'd'"):
-        Cfg()
+    with pytest.raises(AttributeError, match=r"'d'"):   # a field left out stays unset ...
+        Cfg()                                          # ... and __post_init__ reads it here
     with pytest.raises(dataclasses.FrozenInstanceError):
         Cfg(d=2).d = 3
+
+
+def test_a_field_without_default_may_be_left_out_and_stays_unset():
+    @dataclasses.dataclass
+    class Sizes(nl.NKIObject):
+        T: int
+        unused: int
+        K: int = 4
+    s = Sizes(T=8)
+    assert (s.T, s.K) == (8, 4) and not hasattr(s, "unused")
+    with pytest.raises(AttributeError, match="unused"):
+        s.unused
 
 
 def test_a_hand_written_init_wins_and_is_inherited():

@@ -92,3 +92,31 @@ def test_view_dtype_reinterprets_bits():
     a = np.arange(8, dtype=np.int32).reshape(2, 4)
     got = _roundtrip_hbm(a, lambda x: x.view(nl.int16))
     np.testing.assert_array_equal(got, a.view(np.int16))
+
+
+def test_a_static_ap_view_outside_the_tensor_fails_only_when_an_instruction_uses_it():
+    """A kernel may build an out-of-bounds access pattern under a guard that never uses it; the
+    instruction that does use one raises BoundsError naming itself and the operand."""
+    import nkisim.nki as nki
+    import nkisim.nki.isa as nisa
+    import nkisim.nki.language as nl
+    from nkisim.errors import BoundsError
+
+    def guarded(x, use):
+        t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=2.0)
+        for j in range(3):
+            v = t.ap([[8, 4], [1, 4]], offset=4 * j)          # j = 2 reaches element 35 of 32
+            part = v[:, 0:2]                                  # j = 2: elements 8 .. 33, still outside
+            if j < 2 or use:
+                nisa.memset(dst=part, value=float(j))
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    got = nki.simulate(guarded)(np.zeros((1, 1), np.float32), False)
+    want = np.full((4, 8), 2.0, np.float32)
+    want[:, 0:2], want[:, 4:6] = 0.0, 1.0
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(BoundsError, match=r"^nisa\.memset: dst view of tensor \(4, 4\) reaches element 33, "
+                                          r"outside its 32 elements"):
+        nki.simulate(guarded)(np.zeros((1, 1), np.float32), True)

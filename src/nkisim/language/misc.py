@@ -37,12 +37,14 @@ class NKIObject:
     ``__init__`` of its own, plain or ``@dataclass``, takes its attributes as keywords —
     ``SectionParams(section_idx=0)`` works where ``section_idx = None`` is an un-annotated class
     attribute (which a dataclass would not make a field). Dataclass fields may also come
-    positionally, in order; a field left out gets its default (or ``default_factory()``), and a
-    field with no default is required. ``__post_init__`` runs after, as in a dataclass.
+    positionally, in order; a field left out gets its default (or ``default_factory()``).
+    Decision: a field with no default that is left out stays unset (reading it raises
+    AttributeError naming it), as the docs' ``**kwargs`` construction allows; nki-library builds
+    such objects (``MLPTKGConstantsDimensionSizes`` omits ``remainderIFused``, which it never
+    reads). ``__post_init__`` runs after, as in a dataclass.
     Decision: the docs do not say what an undeclared keyword does; a name that is neither a field
     nor a class attribute is most likely a typo, so it raises TypeError (with a suggestion).
-    Raises: TypeError (too many positional arguments, a missing required field, an unknown
-    keyword). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (NKIObject).
+    Raises: TypeError (too many positional arguments, an unknown keyword). Source: aws-neuron-sdk nki/api/nki/language/__init__.py (NKIObject).
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -75,8 +77,6 @@ class NKIObject:
                 values[f.name] = f.default
             elif f.default_factory is not dataclasses.MISSING:
                 values[f.name] = f.default_factory()
-            else:
-                raise TypeError(f"{cls.__name__}() missing required argument {f.name!r}")
         for name, value in values.items():
             object.__setattr__(self, name, value)
         post = getattr(self, "__post_init__", None)

@@ -322,32 +322,43 @@ class NkiTensor:
         return a
 
     # ---- building views ---------------------------------------------------------------------
-    def _view(self, shape, strides, offset, op, dynamic=False):
+    def _view(self, shape, strides, offset, op, dynamic=False, defer=False):
         """A new view after checking every element lies inside the storage.
 
         ``dynamic=True`` (the offset holds a runtime value: ``.ap(scalar_offset=...)``, a dynamic
         ``select``): an out-of-bounds view is still made, marked ``oob``, and the bounds error is
         raised by the instruction that uses it -- unless that is a DMA with ``oob_mode=skip``,
         which skips the transfer ("skip the DMA transfer for a given dynamic address ... when it
-        is out of bound", nisa.dma_copy). Source: aws-neuron-sdk nki/api/nki/isa/__init__.py."""
+        is out of bound", nisa.dma_copy). ``defer=True`` (a static ``.ap()`` pattern): an
+        out-of-bounds view is made too, and the instruction using it raises the bounds error.
+        Source: aws-neuron-sdk nki/api/nki/isa/__init__.py."""
         shape = tuple(shape)
         if any(n < 0 for n in shape):
             raise ShapeError(op, f"negative dimension in shape {shape}")
         dynamic = dynamic or self.dynamic       # views of a dynamic view are dynamic too
-        oob = None
-        if 0 not in shape:
-            lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-            hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
-            if lo < 0 or hi >= self.storage.size:
-                oob = (f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
-                       f"outside its {self.storage.size} elements")
-                if not dynamic:
-                    raise BoundsError(op, oob)
+        oob = self._outside(shape, strides, offset)
+        if oob is not None:
+            if not dynamic and not defer:
+                raise BoundsError(op, oob)
+            if dynamic:
                 oob = f"{oob} (dynamic offset {offset}; oob_mode=error)"
         t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
         if dynamic:
             t.oob, t.dynamic = oob or self.oob, True
+        elif oob is not None:
+            t.oob = oob
         return t
+
+    def _outside(self, shape, strides, offset) -> str | None:
+        """The bounds error's text when a view reaches outside the storage, else None."""
+        if 0 in shape:
+            return None
+        lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        if lo < 0 or hi >= self.storage.size:
+            return (f"view of {self._label()} reaches element {hi if hi >= self.storage.size else lo}, "
+                    f"outside its {self.storage.size} elements")
+        return None
 
     def _label(self):
         return f"tensor {self.name!r} {self.shape}" if self.name else f"tensor {self.shape}"
@@ -446,6 +457,8 @@ class NkiTensor:
         t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
         if dynamic:                         # nl.ds with a runtime start, or a view of a dynamic view
             t.oob, t.dynamic = oob, True
+        elif oob is not None:               # a part of an out-of-bounds .ap() view: checked again
+            t.oob = self._outside(t.shape, t.strides, t.offset)
         return t
 
     def __setitem__(self, key, value):
@@ -630,6 +643,9 @@ class NkiTensor:
         ``scalar_offset`` (register or 1x1 int tensor) adds ``value * strides[indirect_dim]`` of the
         tensor ``.ap`` is called on (see ``_indirect_step``); the resulting view is bounds-checked
         when an instruction uses it (``_view(dynamic=True)``: ``oob_mode=skip`` skips a DMA).
+        Decision: a static pattern reaching outside the tensor is also an error only when an
+        instruction uses the view (nki-library builds such views under a guard that then skips
+        them, e.g. the last partial tile of output_projection_tkg).
         ``vector_offset`` (SBUF int tensor (rows, 1), ``indirect_dim=0``) on an HBM tensor returns an
         ``indirect.IndirectTensor`` for ``nisa.dma_copy`` gather/scatter: row w is base row
         ``vector_offset[w]``, the row step being prod(shape[1:]) of the tensor ``.ap`` is called on
@@ -659,7 +675,7 @@ class NkiTensor:
             value = dynamic_index(scalar_offset, op)
             off += value * self._indirect_step(_index(indirect_dim, op), base, op)
             return base._view(counts, steps, off, op, dynamic=True)
-        return base._view(counts, steps, off, op)
+        return base._view(counts, steps, off, op, defer=True)
 
     def _indirect_step(self, d, base, op) -> int:
         """The stride of dim ``d`` of this view, in elements of ``base``'s dtype: what one unit of
