@@ -274,10 +274,10 @@ def test_dma_transpose_dst_must_be_sbuf_and_src_not_psum():
         simulate(from_psum, np.zeros((2, 3), BF16), target="trn2")
 
 
-def test_dma_transpose_indirect_and_other_modes_unsupported():
-    with pytest.raises(UnsupportedError, match=err("dma_transpose", "the indirect (gather) transpose "
-                                                   "(src.ap(vector_offset=...), dge_mode=swdge) is not "
-                                                   "supported by nkisim yet")):
+def test_dma_transpose_swdge_needs_an_indirect_src_and_other_modes_unsupported():
+    with pytest.raises(UnsupportedError, match=err("dma_transpose", "dge_mode=swdge is the indirect (gather) "
+                                                   "transpose: src must be src.ap(..., vector_offset=indices); "
+                                                   "a direct transpose takes unknown or hwdge")):
         simulate(transpose_kernel((3, 2), dge_mode=nisa.dge_mode.swdge), np.zeros((2, 3), BF16),
                  target="trn2")
     with pytest.raises(UnsupportedError, match=err("dma_transpose", "dge_mode=none is not valid for "

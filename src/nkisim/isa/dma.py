@@ -166,12 +166,15 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     """dma_transpose's rules (see its docstring): the permutation."""
     op, t = ins.op, ins.target
     rules.tensor(op, "dst", dst)
-    rules.tensor(op, "src", src)
     mode = as_enum(_dge_mode, dge_mode, op)
     oob = as_enum(_oob, oob_mode, op)
-    if type(src) is IndirectTensor or mode is _dge_mode.swdge:
-        raise UnsupportedError(op, "the indirect (gather) transpose (src.ap(vector_offset=...), "
-                                   "dge_mode=swdge) is not supported by nkisim yet")
+    if type(src) is IndirectTensor:
+        return _indirect_transpose_rules(op, t, dst, src, axes, priority, mode, oob)
+    rules.tensor(op, "src", src)
+    if mode is _dge_mode.swdge:
+        raise UnsupportedError(op, "dge_mode=swdge is the indirect (gather) transpose: src must be "
+                                   "src.ap(..., vector_offset=indices); a direct transpose takes "
+                                   "unknown or hwdge")
     if mode is _dge_mode.none:
         raise UnsupportedError(op, "dge_mode=none is not valid for dma_transpose; use unknown or hwdge")
     if mode is _dge_mode.hwdge and t.nc_version < 3:
@@ -202,6 +205,62 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     return Passed(_engine.dma, perm)
 
 
+def _indirect_transpose_rules(op, t, dst, src, axes, priority, mode, oob):
+    """dma_transpose's "DMA Indirect Transpose Constraints" (src an ``.ap(vector_offset=...)``
+    view): info ("gather", perm, skip)."""
+    if t.nc_version < 3:
+        raise UnsupportedError(op, f"the indirect (gather) transpose needs trn2 or newer, not {t.name}")
+    if mode is not _dge_mode.unknown and mode is not _dge_mode.swdge:
+        raise UnsupportedError(op, f"the indirect (gather) transpose runs on the software DGE: "
+                                   f"dge_mode must be unknown or swdge, not {mode.name}")
+    if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
+        raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+    rules.sbuf_only(op, "dst", dst)
+    rules.partitions(op, "dst", dst, t)
+    if dst.dtype != src.dtype:
+        raise DtypeError(op, f"dst dtype {_dt.name(dst.dtype)} must equal src dtype {_dt.name(src.dtype)}")
+    if src.dtype.itemsize != t.dma_transpose_itemsize:
+        raise DtypeError(op, f"src dtype {_dt.name(src.dtype)}: the indirect transpose needs a "
+                             f"{t.dma_transpose_itemsize}-byte dtype")
+    want = _TRANSPOSE_AXES.get(src.ndim)
+    if want is None:
+        raise ShapeError(op, f"src has {src.ndim} dims; dma_transpose takes 2, 3 or 4")
+    perm = want if axes is None else tuple(int(a) for a in axes)
+    if perm != want:
+        raise ShapeError(op, f"axes {perm} is not supported for a {src.ndim}-D src; expected {want}")
+    if src.ndim == 4 and 1 not in (src.shape[1], src.shape[2]):
+        raise ShapeError(op, f"a 4-D indirect src needs src.shape[1] or src.shape[2] == 1, got {src.shape}")
+    if src.shape[-1] > t.dma_transpose_fmax:
+        raise ShapeError(op, f"src.shape[-1] is {src.shape[-1]}; the indirect transpose takes at most "
+                             f"{t.dma_transpose_fmax}")
+    rows, idx = src.shape[0], src.index
+    if rows % 16:
+        raise ShapeError(op, f"src.shape[0] is {rows}; the indirect transpose needs a multiple of 16")
+    if not (16 <= idx.shape[0] <= 128 and idx.shape[0] % 16 == 0):
+        raise ShapeError(op, f"indices have {idx.shape[0]} partitions; the indirect transpose needs 16..128, "
+                             f"a multiple of 16")
+    if _dt.name(idx.dtype) != "uint32":
+        raise DtypeError(op, f"indices dtype {_dt.name(idx.dtype)}: the indirect transpose needs uint32")
+    shape = tuple(src.shape[a] for a in perm)
+    if dst.shape != shape:
+        raise ShapeError(op, f"dst shape {dst.shape} must equal the transposed src shape {shape}")
+    return Passed(_engine.dma, ("gather", perm, oob is _oob.skip))
+
+
+def _gather_transpose(ins, dst, src):
+    """The indirect transpose: gathered[w] = base row indices[w] (out-of-bounds rows raise, or
+    with oob_mode=skip leave dst's matching elements as they were); dst = gathered permuted."""
+    _, perm, skip = ins.info
+    ok = valid_rows(src, ins.op, skip)
+    idx = src.row_indices()
+    cur = read_raw(dst)
+    gathered = np.transpose(cur, np.argsort(perm)).copy()     # dst's values in src's layout
+    for w in np.flatnonzero(ok):
+        gathered[w] = read_raw(src.row_view(int(idx[w]), ins.op)).reshape(gathered.shape[1:])
+    write(dst, np.transpose(gathered, perm))
+    ins.note(indirect=True, rows=int(ok.sum()))
+
+
 def _hwdge_transpose_rules(op, t, src):
     """dma_transpose's "DMA Direct Transpose Constraints" for dge_mode=hwdge: a 2-byte dtype;
     2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with
@@ -228,6 +287,8 @@ def _hwdge_transpose_rules(op, t, src):
 
 
 def _dt_compute(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
+    if type(src) is IndirectTensor:
+        return _gather_transpose(ins, dst, src)
     if src.oob is not None and as_enum(_oob, oob_mode, ins.op) is _oob.skip:
         ins.note(skipped=True)          # a dynamic src address out of bounds: no transfer
         return
@@ -246,8 +307,14 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
     dtype; 2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with
     (src.shape[0] * src.shape[-2]) % 16 == 0; src.shape[-1] <= 128. With dge_mode=unknown any
     dtype transposes (the docs put the 2-byte rule under hwdge and the indirect form only).
-    The indirect (gather) transpose (``src.ap(vector_offset=...)``, dge_mode=swdge) is not supported
-    by nkisim yet. ``priority`` 0-3 or None; ``oob_mode=skip`` needs an indirect src; with a
+    The indirect (gather) transpose ("DMA Indirect Transpose Constraints"): src =
+    ``hbm.ap(pattern, vector_offset=indices)``, gathered[w] = the pattern's row at base row
+    indices[w], dst = gathered permuted as above; trn2+, dge_mode unknown or swdge, a 2-byte dtype,
+    src.shape[-1] <= 128, src.shape[0] a multiple of 16, indices (16..128 partitions, a multiple of
+    16, one per row) uint32 in SBUF, a 4-D src with src.shape[1] or src.shape[2] == 1.
+    Decision: indices with more than one column (the docs' 2-D form) are not accepted (the view
+    takes one index per row); an out-of-bounds index raises, or with oob_mode=skip its row is left
+    as dst held it. ``priority`` 0-3 or None; ``oob_mode=skip`` needs an indirect src; with a
     dynamic src address (``src.ap(scalar_offset=...)``) out of bounds it skips the transfer.
     Raises: ShapeError, DtypeError, MemorySpaceError, UnsupportedError.
     Engine: dma (the event's engine; ``dge_mode`` is an option).
