@@ -182,13 +182,26 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     if oob is _oob.skip and not _dynamic(src):
         raise UnsupportedError(op, "oob_mode=skip is only valid for an indirect src "
                                    "(src.ap(scalar_offset=...) or a dynamic select)")
-    if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
-        raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+    _priority(op, priority)
     rules.sbuf_only(op, "dst", dst)
     rules.hbm_or_sbuf(op, "src", src)
     rules.partitions(op, "dst", dst, t)
     if src.on_chip:
         rules.partitions(op, "src", src, t)
+    perm = _transpose_perm(op, dst, src, axes)
+    if mode is _dge_mode.hwdge:
+        _hwdge_transpose_rules(op, t, src)
+    return Passed(_engine.dma, perm)
+
+
+def _priority(op, priority):
+    if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
+        raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+
+
+def _transpose_perm(op, dst, src, axes) -> tuple:
+    """The permutation of a dma_transpose (direct or indirect): same dtypes, the rank's only axes,
+    dst shaped as the permuted src."""
     if dst.dtype != src.dtype:
         raise DtypeError(op, f"dst dtype {_dt.name(dst.dtype)} must equal src dtype {_dt.name(src.dtype)}")
     want = _TRANSPOSE_AXES.get(src.ndim)
@@ -200,9 +213,7 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     shape = tuple(src.shape[a] for a in perm)
     if dst.shape != shape:
         raise ShapeError(op, f"dst shape {dst.shape} must equal the transposed src shape {shape}")
-    if mode is _dge_mode.hwdge:
-        _hwdge_transpose_rules(op, t, src)
-    return Passed(_engine.dma, perm)
+    return perm
 
 
 def _indirect_transpose_rules(op, t, dst, src, axes, priority, mode, oob):
@@ -213,21 +224,13 @@ def _indirect_transpose_rules(op, t, dst, src, axes, priority, mode, oob):
     if mode is not _dge_mode.unknown and mode is not _dge_mode.swdge:
         raise UnsupportedError(op, f"the indirect (gather) transpose runs on the software DGE: "
                                    f"dge_mode must be unknown or swdge, not {mode.name}")
-    if priority is not None and (not isinstance(priority, (int, np.integer)) or not 0 <= priority <= 3):
-        raise ShapeError(op, f"priority must be None or an int in 0..3, got {priority!r}")
+    _priority(op, priority)
     rules.sbuf_only(op, "dst", dst)
     rules.partitions(op, "dst", dst, t)
-    if dst.dtype != src.dtype:
-        raise DtypeError(op, f"dst dtype {_dt.name(dst.dtype)} must equal src dtype {_dt.name(src.dtype)}")
     if src.dtype.itemsize != t.dma_transpose_itemsize:
         raise DtypeError(op, f"src dtype {_dt.name(src.dtype)}: the indirect transpose needs a "
                              f"{t.dma_transpose_itemsize}-byte dtype")
-    want = _TRANSPOSE_AXES.get(src.ndim)
-    if want is None:
-        raise ShapeError(op, f"src has {src.ndim} dims; dma_transpose takes 2, 3 or 4")
-    perm = want if axes is None else tuple(int(a) for a in axes)
-    if perm != want:
-        raise ShapeError(op, f"axes {perm} is not supported for a {src.ndim}-D src; expected {want}")
+    perm = _transpose_perm(op, dst, src, axes)
     if src.ndim == 4 and 1 not in (src.shape[1], src.shape[2]):
         raise ShapeError(op, f"a 4-D indirect src needs src.shape[1] or src.shape[2] == 1, got {src.shape}")
     if src.shape[-1] > t.dma_transpose_fmax:
@@ -241,9 +244,6 @@ def _indirect_transpose_rules(op, t, dst, src, axes, priority, mode, oob):
                              f"a multiple of 16")
     if _dt.name(idx.dtype) != "uint32":
         raise DtypeError(op, f"indices dtype {_dt.name(idx.dtype)}: the indirect transpose needs uint32")
-    shape = tuple(src.shape[a] for a in perm)
-    if dst.shape != shape:
-        raise ShapeError(op, f"dst shape {dst.shape} must equal the transposed src shape {shape}")
     return Passed(_engine.dma, ("gather", perm, oob is _oob.skip))
 
 
