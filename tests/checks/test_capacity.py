@@ -93,6 +93,28 @@ def test_sbuf_is_two_dimensional_tiles_of_fewer_partitions_sit_side_by_side():
                                             r"150000 bytes but 19200000 of 27261952 bytes"):
         run(three_halves)
 
+    def mixed(x):
+        a = nl.ndarray((128, 105000 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((65, 110000 // 4), dtype=nl.float32, buffer=nl.sbuf, name="b")
+        use(a, b)                                       # partitions 63 and 64 would need 215000 B
+    with pytest.raises(CapacityError, match=r"'b' \(65, 27500\) float32 needs 65 partitions x 110000 bytes but "
+                                            r"tiles of more than 64 partitions, which all cover partitions 63 "
+                                            r"and 64, already hold 105000 of the 212984 bytes there"):
+        run(mixed)
+
+    def side_by_side(x):
+        a = nl.ndarray((128, 105000 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        b = nl.ndarray((64, 107000 // 4), dtype=nl.float32, buffer=nl.sbuf)
+        use(a, b)                                       # 105000 + 107000 <= 212984 on every partition
+    run(side_by_side)
+
+    def three_long(x):
+        tiles = [nl.ndarray((64, 110000 // 4), dtype=nl.float32, buffer=nl.sbuf, name=f"t{i}") for i in range(3)]
+        use(*tiles)                                     # area fits, but no two share a partition
+    with pytest.raises(CapacityError, match=r"'t2' .* but tiles of more than 106492 bytes per partition, which "
+                                            r"cannot share a partition, already take 128 of the 128 partitions"):
+        run(three_long)
+
     def too_wide(x):
         a = nl.ndarray((1, USABLE_TRN2 // 4 + 1), dtype=nl.float32, buffer=nl.sbuf)
         use(a)

@@ -18,8 +18,10 @@ partition (free size x itemsize) occupies a P x B rectangle the allocator may pu
 offset (``nl.ndarray(address=(partition, byte))`` names such a place), so tiles of fewer than 128
 partitions sit side by side. Decision: the check is the bound no placement can beat, never a
 placement of our own (which would reject kernels the compiler fits): B must fit
-``target.sbuf_usable_bytes``, and the live rectangles' total area (sum of P x B) must fit
-``pmax x sbuf_usable_bytes``. A kernel can pass it and still fail the compiler's allocator
+``target.sbuf_usable_bytes`` (U); the live rectangles' total area (sum of P x B) must fit
+``pmax x U``; the live tiles of more than pmax / 2 partitions, which all cover the middle two
+partitions wherever they sit, must fit U together; and the live tiles of more than U / 2 bytes,
+no two of which can share a partition, must fit pmax partitions together. A kernel can pass it and still fail the compiler's allocator
 (fragmentation, the compiler's own scratch space), never the other way round.
 
 Placed tensors (``nl.ndarray(address=...)``): their address was checked when made
@@ -221,11 +223,16 @@ class CoreMemory:
         return False
 
     def _sweep_sbuf(self, recs, t, record):
-        limit = t.sbuf_usable_bytes
-        total, used, live = t.pmax * limit, 0, []       # area: partitions x bytes
+        limit, half = t.sbuf_usable_bytes, t.pmax // 2
+        total, live = t.pmax * limit, []
+        # live totals: area (partitions x bytes); bytes of the tiles wider than half the partitions
+        # (every placement of one covers the middle partitions); partitions of the tiles longer
+        # than half a partition (no two of them can share a partition)
+        used = mid = wide = 0
         for r in recs:
             while live and live[0][0] < r.born:
-                used -= _area(heapq.heappop(live)[2])
+                x = heapq.heappop(live)[2]
+                used, mid, wide = used - _area(x), mid - _mid(x, half), wide - _wide(x, limit)
             if self._overlap(r, live, t, record):
                 continue
             if r.nbytes > limit:
@@ -233,16 +240,24 @@ class CoreMemory:
                     "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but a "
                                   f"partition holds {limit} on {t.name}", where=r.where), record)
                 continue
+            why = None
             if used + _area(r) > total:
+                why = f"{used} of {total} bytes of SBUF ({t.pmax} partitions x {limit}) are live"
+            elif _mid(r, half) and mid + r.nbytes > limit:
+                why = (f"tiles of more than {half} partitions, which all cover partitions {t.pmax - half - 1} "
+                       f"and {half}, already hold {mid} of the {limit} bytes there")
+            elif _wide(r, limit) and wide + _partitions(r) > t.pmax:
+                why = (f"tiles of more than {limit // 2} bytes per partition, which cannot share a "
+                       f"partition, already take {wide} of the {t.pmax} partitions")
+            if why is not None:
                 self._fail(CapacityError(
                     "nl.ndarray", f"sbuf allocation {r.label} needs {_partitions(r)} partitions x {r.nbytes} "
-                                  f"bytes but {used} of {total} bytes of SBUF ({t.pmax} partitions x {limit}) "
-                                  f"are live at that point on {t.name}, however placed; largest live: "
+                                  f"bytes but {why} at that point on {t.name}, however placed; largest live: "
                                   f"{_largest(x[2] for x in live)}", where=r.where),
                     record)
                 continue
             heapq.heappush(live, (r.last, id(r), r))
-            used += _area(r)
+            used, mid, wide = used + _area(r), mid + _mid(r, half), wide + _wide(r, limit)
 
     def _sweep_psum(self, recs, t, record):
         bank, total = t.psum_bank_bytes, t.psum_partition_bytes
@@ -294,6 +309,17 @@ def _partitions(r) -> int:
 def _area(r) -> int:
     """SBUF bytes an allocation occupies: partitions x bytes per partition."""
     return _partitions(r) * r.nbytes
+
+
+def _mid(r, half) -> int:
+    """Bytes a tile of more than ``half`` partitions holds on the middle partitions, whatever its
+    partition offset (0 for a narrower tile)."""
+    return r.nbytes if _partitions(r) > half else 0
+
+
+def _wide(r, limit) -> int:
+    """Partitions of a tile longer than half a partition (0 for a shorter one)."""
+    return _partitions(r) if 2 * r.nbytes > limit else 0
 
 
 def _largest(recs, n=3) -> str:
