@@ -178,3 +178,37 @@ def test_profile_with_the_real_cost_model_is_never_faster_than_the_physical_floo
     assert p.total_us * 1e3 >= flops / peak
     assert p.total_us * 1e3 >= hbm / (t.hbm_device_bytes_per_ns / t.cores_per_device)
     assert len(p.records) == 5 and 0 < p.hfu < 1 and 0 < p.mbu < 1
+
+
+def test_benchmark_result_is_set_on_the_decorated_kernel_by_an_lnc2_call(fake_schedule):
+    import nkisim.nki as nki
+    import nkisim.nki.isa as nisa
+    import nkisim.nki.language as nl
+
+    @nki.benchmark(warmup=1, iters=1)
+    def copy(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    copy[2](np.ones((128, 8), np.float32))
+    assert copy.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+    assert copy.benchmark_result.profile.lnc == 2
+
+
+def test_profile_of_a_simulate_callable_keeps_its_options(fake_schedule):
+    import nkisim
+    import nkisim.nki as nki
+    import nkisim.nki.language as nl
+    from nkisim.errors import UninitializedReadError
+
+    def reads_garbage(x):
+        t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+    with pytest.raises(UninitializedReadError):
+        nkisim.profile(nki.simulate(reads_garbage, uninitialized_reads="raise"))(np.zeros((4, 4), np.float32))
+    p = nkisim.profile(nki.simulate(reads_garbage, target="trn1"))(np.zeros((4, 4), np.float32))
+    assert p.target == "trn1"

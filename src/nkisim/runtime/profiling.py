@@ -71,13 +71,18 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
 def _compute_off():
     return UnsupportedError("nkisim.profile", "compute=False (timing only, values not computed) is not "
                                               "available yet; use compute=True (the default), which "
-                                              "simulates the values and estimates the time", where="?")
+                                              "simulates the values and estimates the time")
 
 
 class Profiler:
     """``nkisim.profile(kernel, ...)``: calling it with the kernel's arguments returns a Profile."""
 
     def __init__(self, kernel, target=None, compute=True, lnc=None, options=None):
+        from .kernel import _Simulated
+        if isinstance(kernel, _Simulated):          # nkisim.profile(nki.simulate(k, **options))
+            options = {**kernel.overrides, **(options or {})}
+            target = target if target is not None else options.pop("target", None)
+            kernel = kernel.kernel
         self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
         if lnc is not None and lnc != self.kernel.lnc:
             self.kernel = self.kernel[lnc]
@@ -161,10 +166,13 @@ class ProfiledKernel(Kernel):
         self.mode, self.settings = mode, dict(settings)
         self.benchmark_result = None
         self.profile_result = None
+        self._owner = self              # the decorated kernel: ``k[2](...)`` sets k.benchmark_result too
 
     def __getitem__(self, grid) -> "ProfiledKernel":
         k = super().__getitem__(grid)
-        return ProfiledKernel(k.func, k.grid, k.options, mode=self.mode, settings=self.settings)
+        sub = ProfiledKernel(k.func, k.grid, k.options, mode=self.mode, settings=self.settings)
+        sub._owner = self._owner
+        return sub
 
     def _trace_path(self) -> str | None:
         cfg = self.settings
@@ -180,9 +188,9 @@ class ProfiledKernel(Kernel):
             raise FileExistsError(f"nki.profile: {path} exists; pass overwrite=True to replace it")
         prof = run_profiled(self.func, args, kwargs, lnc=self.lnc, program_ndim=len(self.grid),
                             settings=Settings.from_env())
-        self.profile_result = prof
+        self.profile_result = self._owner.profile_result = prof
         if self.mode == "benchmark":
-            self.benchmark_result = BenchmarkResult(prof)
+            self.benchmark_result = self._owner.benchmark_result = BenchmarkResult(prof)
             print(f"nki.benchmark {self.__name__}: estimated {prof.total_us:.3f} us on {prof.target} "
                   f"(LNC{prof.lnc}; nkisim cost model, one simulated run: warmup={self.settings['warmup']}, "
                   f"iters={self.settings['iters']} not repeated, every percentile is this estimate)")
