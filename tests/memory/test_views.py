@@ -120,3 +120,21 @@ def test_a_static_ap_view_outside_the_tensor_fails_only_when_an_instruction_uses
     with pytest.raises(BoundsError, match=r"^nisa\.memset: dst view of tensor \(4, 4\) reaches element 33, "
                                           r"outside its 32 elements"):
         nki.simulate(guarded)(np.zeros((1, 1), np.float32), True)
+
+
+def test_a_tensor_is_truthy_whatever_its_values_as_at_specialisation():
+    """``if t:`` tests that a tensor was given, never its values (the compiler does not know them)."""
+    import nkisim.nki as nki
+    import nkisim.nki.isa as nisa
+    import nkisim.nki.language as nl
+
+    def kernel(idx):
+        t = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=0.0)
+        out = nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+        flags = nl.ndarray((1, 2), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=flags[:, 0:1], value=1 if t else 0)          # all zeros: still truthy
+        nisa.memset(dst=flags[:, 1:2], value=1 if idx else 0)        # an all-zero HBM argument too
+        nisa.dma_copy(dst=out, src=flags)
+        return out
+    np.testing.assert_array_equal(nki.simulate(kernel)(np.zeros((2, 3), np.int32)), [[1, 1]])

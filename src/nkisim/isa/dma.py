@@ -175,8 +175,6 @@ def _dt_rules(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
         raise UnsupportedError(op, "dge_mode=swdge is the indirect (gather) transpose: src must be "
                                    "src.ap(..., vector_offset=indices); a direct transpose takes "
                                    "unknown or hwdge")
-    if mode is _dge_mode.none:
-        raise UnsupportedError(op, "dge_mode=none is not valid for dma_transpose; use unknown or hwdge")
     if mode is _dge_mode.hwdge and t.nc_version < 3:
         raise UnsupportedError(op, f"dge_mode=hwdge needs trn2 or newer, not {t.name}")
     if oob is _oob.skip and not _dynamic(src):
@@ -303,7 +301,10 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=_dge_mode.unknown
     Shapes: src 2-D, 3-D or 4-D; ``axes`` (default by rank) must be (1, 0), (2, 1, 0) or
     (3, 1, 2, 0) for that rank; dst.shape must equal the permuted src.shape exactly.
     Buffers: dst in SBUF; src in HBM or SBUF. Dtypes: dst.dtype == src.dtype.
-    ``dge_mode``: unknown or hwdge (trn2+). hwdge ("DMA Direct Transpose Constraints"): a 2-byte
+    ``dge_mode``: unknown or hwdge (trn2+), or none. Decision: the docs name only unknown and
+    hwdge for a direct transpose, but AWS's kernel library passes none (no DGE: plain
+    descriptors) in kernels that run on hardware (nki-library mlp_tkg_gate_up_projection,
+    norm_tkg_utils), so none is accepted with unknown's rules. hwdge ("DMA Direct Transpose Constraints"): a 2-byte
     dtype; 2-D src.shape[0] == 16, 3-D/4-D src.shape[0] in {1, 2, 4, 8, 16} with
     (src.shape[0] * src.shape[-2]) % 16 == 0; src.shape[-1] <= 128. With dge_mode=unknown any
     dtype transposes (the docs put the 2-byte rule under hwdge and the indirect form only).

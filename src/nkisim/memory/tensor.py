@@ -248,9 +248,12 @@ class NkiTensor:
         return _dt.from_storage(a, np.dtype(out))
 
     def __bool__(self):
-        """Decision: True iff every element is nonzero, so the docs' ``assert nl.equal(c, want)``
-        examples run in simulation (a compiled kernel cannot branch on tile values)."""
-        return bool(np.all(self.np()))
+        """Always True, as a tensor object is when the compiler specialises the kernel: it knows
+        shapes, not values, so ``if t:`` / ``if cfg.index_tensor:`` tests that a tensor was given
+        (nki-library's mlp_tkg_constants does exactly that) and can never branch on tile values
+        (docs: nki-language-guide, "Tensors represent on-device memory at runtime"). Decision:
+        reading values this way would make a kernel take a branch the compiled one cannot."""
+        return True
 
     # ---- Python operators: the nl tile functions (registered by language.operators) --------
     # a + b, a * 2, -a, a < b, ... return new SBUF tiles; a += b writes into a. ``==`` is
