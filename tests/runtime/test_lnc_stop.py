@@ -45,6 +45,9 @@ def test_an_exception_in_the_caller_stops_both_cores_and_restores_the_arrays(exc
     started = threading.Event()
     if exc is _Raised:
         signal.signal(signal.SIGUSR1, _raise_in_main)
+    # Python's own SIGINT handler, whatever the runner inherited (a shell that starts a job in
+    # the background makes it ignore SIGINT, and then interrupt_main() does nothing)
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def kernel(x):
         t = nl.ndarray((2, 8), dtype=x.dtype, buffer=nl.sbuf)
@@ -80,6 +83,7 @@ def test_an_exception_in_the_caller_stops_both_cores_and_restores_the_arrays(exc
     finally:
         if exc is _Raised:
             signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, sigint)
     assert time.monotonic() - t0 < 8
     assert _core_threads() == []                          # no core outlives the call
     assert x.tobytes() == want.tobytes()                  # restored bit for bit
