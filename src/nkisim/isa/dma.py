@@ -251,8 +251,11 @@ def _gather_transpose(ins, dst, src):
     _, perm, skip = ins.info
     ok = valid_rows(src, ins.op, skip)
     idx = src.row_indices()
-    cur = read_raw(dst)
-    gathered = np.transpose(cur, np.argsort(perm)).copy()     # dst's values in src's layout
+    shape = tuple(src.shape)
+    if ok.all():
+        gathered = np.empty(shape, src.base.storage.dtype)   # every row gathered: dst not read
+    else:                                   # skipped rows keep dst's values (in src's layout)
+        gathered = np.transpose(read_raw(dst), np.argsort(perm)).copy()
     for w in np.flatnonzero(ok):
         gathered[w] = read_raw(src.row_view(int(idx[w]), ins.op)).reshape(gathered.shape[1:])
     write(dst, np.transpose(gathered, perm))

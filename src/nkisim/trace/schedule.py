@@ -148,26 +148,22 @@ def _accesses(ops) -> list:
 
 
 def _deps(st: _Core, reads: list, writes: list):
-    """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies."""
+    """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies: every
+    access waits for the earlier writes of overlapping bytes; a write also for earlier reads."""
     ready, idx = 0.0, None
     deps = st.deps
-    for alloc, (p0, p1, b0, b1) in reads:
-        e = deps.get(alloc)
-        if e is None:
-            continue
-        for w in e[0]:
-            if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
-                ready, idx = w[4], w[5]
-    for alloc, (p0, p1, b0, b1) in writes:
-        e = deps.get(alloc)
-        if e is None:
-            continue
-        for w in e[0]:
-            if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
-                ready, idx = w[4], w[5]
-        for r, w in e[1].items():
-            if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
-                ready, idx = w[0], w[1]
+    for accesses, after_reads in ((reads, False), (writes, True)):
+        for alloc, (p0, p1, b0, b1) in accesses:
+            e = deps.get(alloc)
+            if e is None:
+                continue
+            for w in e[0]:                  # (p0, p1, b0, b1, end, span index)
+                if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                    ready, idx = w[4], w[5]
+            if after_reads:
+                for r, w in e[1].items():   # range -> (end, span index)
+                    if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
+                        ready, idx = w[0], w[1]
     return ready, idx
 
 
