@@ -29,6 +29,9 @@ Tests marked ``trace_only`` / ``compile_only`` / ``compile_and_infer`` run in th
 simulation tests"), outside the pass rate. A test failing before any kernel reached the simulator
 (its own input or golden generation, e.g. a MemoryError under the memory cap) is still a failure,
 counted on its own line too ("failed before reaching the simulator").
+A test that ran out of memory under the per-worker cap (a MemoryError or an allocator's message
+anywhere in its exception chain: a negative test's harness turns the golden's MemoryError into a
+bare AssertionError) or whose worker crashed is re-run alone under ``--retry-memory-gib``.
 
 The checkout is simulated as the NKI release current on its last commit's date (``--nki-version``
 overrides): nki-library's goldens follow the release it was written for, e.g. quantize_mx's
@@ -130,6 +133,10 @@ import pytest
 NOT_SIMULATION = "needs the Neuron compiler: marked "
 # junit property of a test that failed before any kernel reached the simulator.
 STAGE, BEFORE_SIMULATOR = "nkisim_stage", "before-simulator"
+# junit property of a test whose exception chain holds an out-of-memory error anywhere (a negative
+# test's harness turns the golden's MemoryError into a bare AssertionError).
+OUT_OF_MEMORY = "nkisim_out_of_memory"
+_MEMORY_WORDS = ("Unable to allocate", "can't allocate memory", "Cannot allocate memory", "bad_alloc")
 _reached = [False]         # did this test call the simulator (any launch, any rank)?
 
 
@@ -208,7 +215,9 @@ def pytest_runtest_logreport(report):
     elif report.failed and rec["outcome"] in ("passed", "skipped"):
         rec["outcome"] = "error" if report.when in ("setup", "teardown") else "failed"   # "???": worker crashed
         rec["cause"] = _crash_line(report)
-        rec["before_simulator"] = (STAGE, BEFORE_SIMULATOR) in [tuple(p) for p in report.user_properties]
+        props = [tuple(p) for p in report.user_properties]
+        rec["before_simulator"] = (STAGE, BEFORE_SIMULATOR) in props
+        rec["out_of_memory"] = (OUT_OF_MEMORY, "1") in props or "crashed" in rec["cause"]
     if report.when not in ("setup", "call"):        # teardown, or xdist's report of a crashed worker
         _flush(report.nodeid)
 
@@ -231,6 +240,19 @@ def pytest_runtest_call(item):
     outcome = yield
     if outcome.excinfo is not None and not _reached[0]:
         item.user_properties.append((STAGE, BEFORE_SIMULATOR))
+    if outcome.excinfo is not None and _out_of_memory(outcome.excinfo[1]):
+        item.user_properties.append((OUT_OF_MEMORY, "1"))
+
+
+def _out_of_memory(exc):
+    """Is a MemoryError (or an allocator's out-of-memory message) anywhere in exc's chain?"""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MemoryError) or any(w in str(exc) for w in _MEMORY_WORDS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _own(value):
@@ -329,6 +351,7 @@ def _checkout_day(root: str) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+OUT_OF_MEMORY = "nkisim_out_of_memory"      # the plugin's junit property (same name there)
 # A failure's cause naming an out-of-memory condition (NumPy, torch, the C++ allocator).
 MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|bad_alloc")
 
@@ -515,7 +538,8 @@ def main(argv=None) -> int:
     retried = []
     if not stopped and args.retry_memory_gib:
         retried = [r["name"] for r in _jsonl_records(results)
-                   if r["outcome"] in ("failed", "error") and MEMORY.search(r.get("cause", ""))]
+                   if r["outcome"] in ("failed", "error")
+                   and (r.get("out_of_memory") or MEMORY.search(r.get("cause", "")))]
     if retried:
         again = results + ".retry"
         open(again, "w").close()

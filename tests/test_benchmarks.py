@@ -226,6 +226,43 @@ def test_nki_library_plugin_writes_one_result_line_per_finished_test_and_summary
     assert s["slowest"][:2] == [(5.0, "a::bad"), (3.0, "a::ok")]
 
 
+def test_nki_library_plugin_finds_out_of_memory_anywhere_in_the_exception_chain(plugin):
+    oom = plugin["_out_of_memory"]
+
+    def negative_test():            # the harness's shape: a golden's MemoryError, then a bare assert
+        try:
+            raise MemoryError("Unable to allocate 3.4 GiB for an array with shape (57, 716, 11278)")
+        except MemoryError:
+            assert False
+
+    try:
+        negative_test()
+    except AssertionError as e:
+        assert oom(e)
+    wrapped = RuntimeError("InferenceException")
+    wrapped.__cause__ = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 5")
+    assert oom(wrapped)
+    assert not oom(AssertionError()) and not oom(ValueError("shape (57, 716) is off the tile grid"))
+    looped = ValueError("a")
+    looped.__context__ = looped                       # a cycle ends the walk
+    assert not oom(looped)
+
+
+def test_nki_library_plugin_marks_out_of_memory_and_crashed_tests_for_the_re_run(plugin, tmp_path, monkeypatch):
+    mod = _load("nki_library")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    results = tmp_path / "r.jsonl"
+    plugin["_RESULTS"] = str(results)
+    log = plugin["pytest_runtest_logreport"]
+    log(_report("a::neg", "call", "failed", 1.0, "E   AssertionError\n", [(mod.OUT_OF_MEMORY, "1")]))
+    log(_report("a::neg", "teardown", "passed"))
+    log(_report("a::bad", "call", "failed", 1.0, "E   ValueError: no\n"))
+    log(_report("a::bad", "teardown", "passed"))
+    log(_report("a::crash", "???", "failed", 0, "worker 'gw0' crashed while running 'a::crash'"))
+    marked = {r["name"]: r["out_of_memory"] for r in map(json.loads, results.read_text().splitlines())}
+    assert marked == {"a::neg": True, "a::bad": False, "a::crash": True}
+
+
 def test_nki_library_plugin_writes_nothing_on_a_worker(plugin, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
     plugin["_RESULTS"] = str(tmp_path / "r.jsonl")
@@ -238,6 +275,7 @@ def test_nki_library_plugin_and_summary_agree_on_the_markers_they_share():
     compile(mod.PLUGIN, "nkisim_nkilib_plugin.py", "exec")
     assert f'NOT_SIMULATION = "{mod.NOT_SIMULATION}"' in mod.PLUGIN
     assert f'STAGE, BEFORE_SIMULATOR = "{mod.STAGE}", "{mod.BEFORE_SIMULATOR}"' in mod.PLUGIN
+    assert f'OUT_OF_MEMORY = "{mod.OUT_OF_MEMORY}"' in mod.PLUGIN
     assert mod.NEEDS["scipy"] == "scipy"
 
 
