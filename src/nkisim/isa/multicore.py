@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..checks import rules
 from ..errors import DtypeError, MemorySpaceError, ShapeError, UnsupportedError
-from ..memory.buffers import shared_hbm
+from ..memory.buffers import psum, sbuf, shared_hbm
 from ..memory.access import read_raw, write
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, dma_engine as _dma_engine
@@ -36,7 +36,7 @@ def _barrier_compute(ins, data, cores, engine, name):
     if core.launch.lnc < 2:
         raise UnsupportedError(ins.op, "core_barrier needs an LNC2 launch (kernel[2]); this launch has "
                                        "one core")
-    if data.buffer is not shared_hbm:
+    if data.buffer is not shared_hbm and data.buffer not in (sbuf, psum):
         raise MemorySpaceError(ins.op, f"data is in {data.buffer}; must be in shared_hbm (the shared "
                                        f"data both cores synchronise on)")
     core.launch.sync.barrier(core.core_id, ins.op)
@@ -54,9 +54,13 @@ def core_barrier(data, cores=(0, 1), engine=_engine.gpsimd, name=None):
     ``cores`` defaults to (0, 1), the only supported value (the documented signature has no
     default). Decision: the event lists ``data`` as a read: the barrier moves no bytes, but it
     orders the cores' accesses to ``data``, so a schedule must place it after earlier writes.
-    ``data`` must be in shared HBM ("must be data in shared HBM"): an SBUF/PSUM tile or a
-    private_hbm tensor raises MemorySpaceError (checked after the LNC2 rule; kernel arguments of an
-    LNC2 launch are in shared HBM). Barriers are their own channel: the r-th barrier of a core meets
+    ``data`` must be in shared HBM ("must be data in shared HBM"): a private_hbm tensor raises
+    MemorySpaceError (checked after the LNC2 rule; kernel arguments of an LNC2 launch are in shared
+    HBM). Decision: an SBUF or PSUM tile is accepted as the barrier's data, against the docs' wording:
+    the barrier moves no bytes (``data`` only orders accesses), and AWS's own kernel library, which
+    runs on hardware, passes one (nki-library bwmm_shard_on_I.py: ``core_barrier(block_idx, (0, 1))``
+    on an SBUF counter), so the compiler accepts it; for private HBM there is no such evidence and
+    the documented rule stands. Barriers are their own channel: the r-th barrier of a core meets
     the r-th of the other, whatever sendrecv calls lie between (see ``Rendezvous``).
     Raises: UnsupportedError (target, LNC1), MemorySpaceError (data), ShapeError (cores),
     DeadlockError.
