@@ -16,11 +16,13 @@ def run(kernel, target="trn2"):
 
 
 def use(*tiles):
-    """Every tile written, then every tile written again: all of them live together (a tile is
-    live from its first access to its last)."""
+    """Every tile written, then read, then read again: all of them live together (a tile is live
+    from its first access by an instruction that is not a sinkable write to its last access)."""
+    for t in tiles:
+        nisa.memset(dst=t[:, 0:1], value=0)
     for _ in range(2):
         for t in tiles:
-            nisa.memset(dst=t[:, 0:1], value=0)
+            nisa.tensor_copy(dst=t[:, 0:1], src=t[:, 0:1])
 
 
 def test_sbuf_fills_exactly_then_overflows_trn2():
@@ -222,3 +224,91 @@ def test_capacity_released_between_kernel_calls():
         return x
     for _ in range(3):
         run(kernel)
+
+
+# ---- sinkable loads and hoistable stores (capacity's lifetime model, Decision) ---------------
+# A write that reads nothing on-chip (a DMA from HBM, a memset, an iota) into a tile no instruction
+# has accessed yet can be sunk by the compiler until just before the tile's next access; a DMA
+# store reads a tile whose values are final, so it can be hoisted to right after the tile's last
+# other access. nki-library's output_projection_tkg loads every head's weights up front "to give
+# the compiler finer control over pre-fetching" (27 x 104 x 14336 B, more than SBUF).
+
+W = 20000                       # (128, 20000) float32: 80000 B per partition; four > 212984
+
+
+def _prefetch_kernel(twice):
+    def kernel(x):              # x (4, 128, W): four weight tiles, loaded up front
+        out = nl.ndarray((4, 128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        tiles = []
+        for i in range(4):
+            t = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i])
+            tiles.append(t)
+        for rnd in range(2 if twice else 1):
+            for i in range(4):
+                s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_reduce(dst=s, data=tiles[i], op=nl.add, axis=1)
+                nisa.dma_copy(dst=out[i], src=s)
+        return out
+    return kernel
+
+
+def test_loads_made_up_front_are_born_at_their_first_read():
+    x = np.random.default_rng(0).integers(-4, 5, (4, 128, W)).astype(np.float32)
+    out = nki.simulate(_prefetch_kernel(twice=False), target="trn2")(x)
+    np.testing.assert_array_equal(out, x.sum(axis=2, keepdims=True))
+
+
+def test_loaded_tiles_read_in_two_passes_are_live_together():
+    x = np.zeros((4, 128, W), np.float32)
+    with pytest.raises(CapacityError, match=r"needs 128 partitions x 80000 bytes but 20480000 of 27261952 "):
+        nki.simulate(_prefetch_kernel(twice=True), target="trn2")(x)
+
+
+def test_a_memset_then_a_load_chain_is_sunk_together():
+    def kernel(x):              # x (4, 128, W): each tile zeroed, accumulated into, then read
+        out = nl.ndarray((4, 128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        tiles = [nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]
+        for i in range(4):
+            nisa.memset(dst=tiles[i], value=1.0)
+            nisa.dma_copy(dst=tiles[i][:, 0:W // 2], src=x[i][:, 0:W // 2])
+        for i in range(4):
+            s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=s, data=tiles[i], op=nl.add, axis=1)
+            nisa.dma_copy(dst=out[i], src=s)
+        return out
+    x = np.random.default_rng(1).integers(-4, 5, (4, 128, W)).astype(np.float32)
+    want = x[:, :, :W // 2].sum(axis=2, keepdims=True) + (W - W // 2)
+    np.testing.assert_array_equal(nki.simulate(kernel, target="trn2")(x), want)
+
+
+def test_stores_at_the_end_do_not_keep_tiles_live():
+    def kernel(x):              # x (128, W): four results computed, then all stored at the end
+        out = nl.ndarray((4, 128, W), dtype=nl.float32, buffer=nl.shared_hbm)
+        res = []
+        for i in range(4):
+            t = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=float(i + 1))
+            res.append(t)
+        for i in range(4):
+            nisa.dma_copy(dst=out[i], src=res[i])
+        return out
+    x = np.random.default_rng(2).integers(-4, 5, (128, W)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(kernel, target="trn2")(x), x * np.arange(1, 5)[:, None, None])
+
+
+def test_a_tile_only_loaded_and_stored_still_occupies_sbuf():
+    def kernel(x):              # x (128, W)
+        out = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.shared_hbm)
+        keep = nl.ndarray((128, 50000), dtype=nl.float32, buffer=nl.sbuf)     # 200000 B
+        nisa.memset(dst=keep, value=0.0)
+        nisa.tensor_copy(dst=keep[:, 0:1], src=keep[:, 0:1])
+        through = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf, name="through")
+        nisa.dma_copy(dst=through, src=x)
+        nisa.dma_copy(dst=out, src=through)
+        nisa.tensor_copy(dst=keep[:, 0:1], src=keep[:, 0:1])                  # keep live across
+        return out
+    with pytest.raises(CapacityError, match=r"sbuf allocation 'through' \(128, 20000\) float32 needs 128 "
+                                            r"partitions x 80000 bytes but 25600000 of 27261952 "):
+        nki.simulate(kernel, target="trn2")(np.zeros((128, W), np.float32))

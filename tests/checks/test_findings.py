@@ -18,8 +18,10 @@ def three_faults(x):
     nisa.dma_copy(dst=out, src=ps)                                  # PSUM source: MemorySpaceError
     nisa.tensor_tensor(dst=t, data1=t, data2=t[:, 0:4], op=nl.add)  # free size mismatch: ShapeError
     big = [nl.ndarray((128, 60000), dtype=nl.float32, buffer=nl.sbuf) for _ in range(2)]  # CapacityError
-    for b in big + big:                                             # both live together
+    for b in big:
         nisa.memset(dst=b[:, 0:1], value=0.0)
+    for b in big + big:                                             # both read, both live together
+        nisa.tensor_copy(dst=b[:, 0:1], src=b[:, 0:1])
     nisa.dma_copy(dst=out, src=t)
     return out
 

@@ -343,8 +343,10 @@ def select_out_of_range(x):
 def sbuf_over_allocation(x):
     keep = [nl.ndarray((128, 212984 // 4), dtype=F32)]
     keep.append(nl.ndarray((128, 1), dtype=nl.uint8))  # <- error
-    for t in keep + keep:                              # both written, then again: both live
+    for t in keep:
         nisa.memset(dst=t[:, 0:1], value=0)
+    for t in keep + keep:                              # both read, then again: both live
+        nisa.tensor_copy(dst=t[:, 0:1], src=t[:, 0:1])
 
 
 def sbuf_single_tile_too_big(x):
@@ -354,8 +356,10 @@ def sbuf_single_tile_too_big(x):
 def nine_psum_banks(x):
     banks = [_psum((128, 512)) for _ in range(8)]
     banks.append(nl.ndarray((128, 512), dtype=F32, buffer=nl.psum))  # <- error
-    for t in banks + banks:                         # all written, then again: all live together
+    for t in banks:
         nisa.memset(dst=t[:, 0:1], value=0.0)
+    for t in banks + banks:                         # all read, then again: all live together
+        nisa.tensor_copy(dst=t[:, 0:1], src=t[:, 0:1])
 
 
 def psum_tile_too_big(x):

@@ -195,8 +195,10 @@ def test_address_on_hbm_raises():
 
 
 def _use(*tiles):
+    """Each tile written, then read (a tile first written by a memset is born at the read)."""
     for t in tiles:
         nisa.memset(dst=t, value=0.0)
+        nisa.tensor_copy(dst=t, src=t)
 
 
 def test_overlapping_live_placed_tensors_raise():

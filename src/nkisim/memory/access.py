@@ -636,6 +636,40 @@ def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
     return view
 
 
+def unborn(t):
+    """The lifetime record of ``t``'s on-chip allocation when no instruction has accessed it yet
+    (else None): the instruction about to write it may be one the compiler can sink (see
+    ``sunk``)."""
+    alloc = getattr(t, "alloc", None)
+    rec = getattr(alloc, "rec", None)
+    return rec if rec is not None and rec.born is None else None
+
+
+def sunk(rec) -> None:
+    """Undo the birth an instruction just gave ``rec`` (from ``unborn``): the instruction reads
+    nothing on-chip (a DMA from HBM, a memset, an iota), so the compiler can sink it until just
+    before the tile's next access, and the tile is born there (capacity's lifetime model)."""
+    if rec is not None:
+        rec.born = None
+
+
+def held(t):
+    """(record, last use) of ``t``'s on-chip allocation, live before the DMA store about to read
+    it, for ``hoisted``; None when ``t`` is not on-chip or not accessed yet (the store then births
+    it: a tile only loaded and stored still occupies SBUF at that instant)."""
+    alloc = getattr(t, "alloc", None)
+    rec = getattr(alloc, "rec", None)
+    return (rec, rec.last) if rec is not None and rec.born is not None else None
+
+
+def hoisted(saved) -> None:
+    """Undo the use a DMA store just gave a tile (from ``held``): the store reads a tile whose
+    values are final after its last other access, so the compiler can hoist the store to right
+    after that access, and the tile is dead from there (capacity's lifetime model)."""
+    if saved is not None:
+        saved[0].last = saved[1]
+
+
 def _used(rec) -> None:
     """An on-chip allocation is accessed now (its lifetime: first and last use)."""
     if rec is not None:

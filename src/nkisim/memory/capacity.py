@@ -6,7 +6,19 @@ creating it (``nl.ndarray`` or any creation function) only names it. A tile crea
 body and last used in that iteration is dead before the next iteration uses its successor, so it
 costs one tile, not one per iteration; a tile used again after the loop stays live until then; a
 tile made up front and first written later (an output buffer) costs nothing until then; a tile
-never used occupies nothing. Time is counted in instructions (``clock``, ticked by the dispatcher
+never used occupies nothing. Decision (the compiler schedules, so the check allows every legal
+reordering of two kinds and rejects only what no such schedule fits): a write that reads nothing
+on-chip (a DMA from HBM, ``memset``, ``iota`` without a tile offset) into a tile no instruction
+has accessed yet can be sunk until just before the tile's next access, so the tile is born at its
+first access by any other instruction (a chain of such writes, e.g. a memset then an accumulating
+load, sinks together; a tile only ever written that way occupies nothing); and a DMA store to HBM
+reads a tile whose values are final after its last other access, so it can be hoisted there and
+does not extend the tile's life (a tile only loaded and stored is born and dies at the store).
+This is the prefetch pattern nki-library's kernels rely on (output_projection_tkg loads every
+head's weights into separate tiles up front, "to give the compiler finer control over
+pre-fetching": more than SBUF holds at once). Sinking a load past a write to its HBM source would
+be illegal; that case is not told apart (a kernel can pass and still fail the compiler, never the
+other way round). Time is counted in instructions (``clock``, ticked by the dispatcher
 before each one): the operands of one instruction are live together, and an allocation last used
 by instruction k is dead for one first used by instruction k + 1. The check runs when the
 core's kernel body returns (before any result reaches the caller) by sweeping the allocations in
