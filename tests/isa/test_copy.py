@@ -403,6 +403,16 @@ def test_tensor_copy_predicated_shape_mismatch():
 
 # ---- the instruction: keywords and events ----------------------------------------------------
 
+@pytest.mark.parametrize("value, shown", [("a", "str 'a'"), (None, "NoneType None"), (1 + 2j, "complex (1+2j)")])
+def test_memset_value_that_is_not_a_number_raises_dtype_error(value, shown):
+    def kernel():
+        d = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=d, value=value)
+    with pytest.raises(DtypeError, match="^nisa\\.memset: value must be a numeric scalar constant, got "
+                                         + re.escape(shown)):
+        simulate(kernel, target="trn2")
+
+
 def test_memset_misspelt_keyword_raises_type_error():
     def kernel():
         d = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.sbuf)

@@ -93,8 +93,9 @@ def _memset_rules(ins, dst, value, engine, name):
     rules.partitions(op, "dst", dst, t)
     gpsimd_no_psum(op, eng, dst=dst)
     v = np.asarray(value)
-    if v.ndim != 0:
-        raise DtypeError(op, f"value must be a scalar constant, got {type(value).__name__}")
+    if v.ndim != 0 or v.dtype.kind not in "biuf":
+        raise DtypeError(op, f"value must be a numeric scalar constant, got {type(value).__name__} "
+                             f"{value!r:.40}")
     if _dt.is_int(dst.dtype):
         if v.dtype.kind == "f" and float(v) != int(float(v)):
             raise DtypeError(op, f"value {value} is not an integer but dst dtype is {_dt.name(dst.dtype)}")
