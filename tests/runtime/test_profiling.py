@@ -2,6 +2,7 @@
 the conftest's fake (100 ns per instruction, one after the other): the figures below are counted
 from the kernel's instructions by hand."""
 import json
+import re
 import sys
 
 import numpy as np
@@ -212,3 +213,12 @@ def test_profile_of_a_simulate_callable_keeps_its_options(fake_schedule):
         nkisim.profile(nki.simulate(reads_garbage, uninitialized_reads="raise"))(np.zeros((4, 4), np.float32))
     p = nkisim.profile(nki.simulate(reads_garbage, target="trn1"))(np.zeros((4, 4), np.float32))
     assert p.target == "trn1"
+
+
+@pytest.mark.parametrize("kw, want", [({"iters": 0}, "iters must be an integer >= 1, got 0"),
+                                      ({"warmup": -1}, "warmup must be an integer >= 0, got -1"),
+                                      ({"iters": 2.5}, "iters must be an integer >= 1, got 2.5")])
+def test_benchmark_rejects_iteration_counts_it_cannot_measure(kw, want):
+    from nkisim.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="^nki\\.benchmark: " + re.escape(want) + r" \(test_profiling\.py:\d+\)$"):
+        nki.benchmark(**kw)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from .. import arch, state, trace
 from ..config import SIMULATE_OPTIONS, Settings
-from ..errors import UnsupportedError
+from ..errors import ArgumentError, UnsupportedError
 from ..trace.profile import Profile
 from . import launch as _launch
 from .kernel import Kernel
@@ -218,8 +218,13 @@ def benchmark(kernel=None, *, warmup: int = 10, iters: int = 100, save_neff_name
     the NTFF the device writes; a ``.ntff`` suffix becomes ``.json``). ``save_neff_name`` and
     ``additional_compile_opt``: accepted, no effect (no compiler runs, no NEFF exists). Decision:
     the simulator is on for these calls whatever ``NKI_SIMULATOR`` says (there is no device).
+    Raises ArgumentError when ``warmup`` is not an integer >= 0 or ``iters`` not an integer >= 1
+    (Decision: the device tool needs at least one measured iteration to have a percentile).
     Source: nki/api/nki/__init__.py ``benchmark`` (aws-neuron-sdk commit cca37847).
     """
+    for what, value, least in (("warmup", warmup, 0), ("iters", iters, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ArgumentError("nki.benchmark", f"{what} must be an integer >= {least}, got {value!r}")
     settings = dict(warmup=warmup, iters=iters, save_neff_name=save_neff_name, save_trace_name=save_trace_name,
                     additional_compile_opt=additional_compile_opt)
     if kernel is None:
