@@ -241,6 +241,19 @@ def test_core_barrier_synchronises_cores():
     assert tl.spans[4].start_ns == pytest.approx(release)
 
 
+def test_critical_path_crosses_a_barrier_to_the_core_that_arrived_last():
+    from nkisim.trace.profile import critical_path
+    ev = Events()
+    ev.add("core_barrier", "gpsimd", [opnd("data", "hbm", (2, 8), "shared0")], [], core=0)   # 0
+    vec_tt(ev, "d", "e", "f", core=0)                                                         # 1
+    vec_tt(ev, "a", "b", "c", n=4096, core=1)                  # 2: core 1 busy for 8192 cycles
+    ev.add("core_barrier", "gpsimd", [opnd("data", "hbm", (2, 8), "shared0")], [], core=1)   # 3
+    tl = estimate(ev, T2, 2)
+    assert tl.spans[0].waited_on == 2 and tl.spans[3].waited_on == 2
+    path = critical_path(tl)
+    assert path[-1] == 1 and 2 in path and path.index(2) < path.index(0)   # work, barrier, after
+
+
 def test_deterministic():
     ev = Events()
     for i in range(20):

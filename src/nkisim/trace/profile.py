@@ -60,7 +60,10 @@ def critical_path(timeline: Timeline) -> list:
     """Indices into ``timeline.spans`` of the critical path, first to last: from the span that ends
     last, follow ``waited_on`` (the binding dependency); where it is None the track was the limit,
     so the path goes on through the span before it on the same track (the one ending last before
-    it, when it ends by its start; else the path begins there). Empty for an empty timeline.
+    it, when it ends by its start; else the path begins there). Across an LNC2 ``core_barrier``
+    the path goes on from the barrier to the span that made the last core arrive (its latest
+    ending one), and an instruction held by a barrier's release waits on that barrier, so the path
+    crosses cores. Empty for an empty timeline.
     Decision: ties for the last span go to the first one in ``spans`` order."""
     spans = timeline.spans
     if not spans:

@@ -126,7 +126,7 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
 class _Core:
     """One core's scheduling state."""
     __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor",
-                 "frontier", "syncs", "pending", "tensor_end")
+                 "frontier", "syncs", "pending", "tensor_end", "latest", "floor_idx")
 
     def __init__(self, queues: int, dma_rate: float):
         self.engine_free: dict = {}
@@ -135,10 +135,12 @@ class _Core:
         self.deps: dict = {}        # alloc -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
         self.ports: dict = {}       # shared port -> free time
         self.floor = 0.0            # nothing starts before (a barrier's release)
+        self.floor_idx = None       # the barrier span that set ``floor``
         self.frontier = 0.0         # end of the last placed instruction (cores advance in turn)
         self.syncs: dict = {}       # op -> count (k-th barrier / sendrecv)
         self.pending = None         # a sync instruction waiting for its partners
         self.tensor_end = None      # end of the last TensorE instruction (back-to-back test)
+        self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
 
 
 def _accesses(ops) -> list:
@@ -271,7 +273,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
                 if ev.op == "core_barrier" else max(ready, st.floor)
             key = (ev.op, k)
             group = waiting.setdefault(key, {})
-            group[c] = (idx, arrive, co)
+            group[c] = (idx, arrive, co, st.latest[1])
             st.pending = key
             st.frontier = arrive
             if len(group) == len(cores):
@@ -301,9 +303,9 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     else:
         free = st.engine_free.get(kind, 0.0)
         track = f"core{ev.core}.{kind}"
-    if st.floor > free:
-        free = st.floor
     waited = None
+    if st.floor > free:                 # held by a barrier: that is what this start waited on
+        free, waited = st.floor, st.floor_idx
     start = free
     bound = dep is not None and ready >= free     # the dependency, not the track, sets the start
     if ready > free:
@@ -342,6 +344,8 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
         st.ports[p] = end
     _record(st, reads, writes, end, idx)
     st.frontier = end
+    if st.latest[1] is None or end >= st.latest[0]:
+        st.latest = (end, idx)
     spans[idx] = Span(event=ev, track=track, start_ns=start, end_ns=end, flops=co.flops,
                       hbm_bytes=co.hbm_bytes, waited_on=waited, why=why)
 
@@ -349,18 +353,22 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
 def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rate) -> None:
     """Release a rendezvous: every core of ``group`` (core -> (index, arrival, cost)) continues."""
     op = key[0]
-    last = max(a for _, a, _ in group.values())
+    last = max(a for _, a, _, _ in group.values())
+    # the barrier is bound by the core that arrived last, and that core by its span ending last
+    binding = max(group.values(), key=lambda g: g[1])[3]
     for c in sorted(group):
-        idx, arrive, co = group[c]
+        idx, arrive, co, _ = group[c]
         st = state[c]
         ev = events[idx]
         if op == "core_barrier":
             kind = co.kind
             release = last + co.duration_ns + t.dma_fixed_ns
             spans[idx] = Span(event=ev, track=f"core{c}.{kind}", start_ns=arrive, end_ns=release,
+                              waited_on=binding,
                               why=co.why + f"; released {release - arrive:.0f} ns after arrival")
             st.engine_free[kind] = release
-            st.floor = release
+            st.floor, st.floor_idx = release, idx
+            st.latest = (release, idx)
             _record(st, _accesses(ev.reads), _accesses(ev.writes), release, idx)
         else:
             _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, last)
