@@ -312,3 +312,68 @@ def test_a_tile_only_loaded_and_stored_still_occupies_sbuf():
     with pytest.raises(CapacityError, match=r"sbuf allocation 'through' \(128, 20000\) float32 needs 128 "
                                             r"partitions x 80000 bytes but 25600000 of 27261952 "):
         nki.simulate(kernel, target="trn2")(np.zeros((128, W), np.float32))
+
+
+# ---- the rule in general: a chain of writes before a tile's first read sinks to that read when
+# its on-chip sources are unchanged since and still live there (PSUM accumulators of a K loop:
+# nki-library's bwmm_shard_on_I keeps 12 in program order, 8 banks hold them one chain at a time)
+
+def _accumulators(reload_moving):
+    def kernel(st, mv):                     # st (K, 128, 128), mv (K, 128, 512): 12 outputs
+        out = nl.ndarray((12, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        accs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(12)]
+        s_tiles = []
+        for k in range(2):
+            s = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=s, src=st[k])
+            s_tiles.append(s)
+        m_tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf) for _ in range(2)]
+        m_one = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        for k in range(2):
+            m = m_one if reload_moving else m_tiles[k]
+            nisa.dma_copy(dst=m, src=mv[k])       # reload_moving: the same tile rewritten per k
+            for a in accs:
+                nisa.nc_matmul(dst=a, stationary=s_tiles[k], moving=m, accumulate=k > 0)
+        for i, a in enumerate(accs):
+            r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=r, src=a)
+            nisa.dma_copy(dst=out[i], src=r)
+        for s in s_tiles + m_tiles:               # the sources stay live past the reads
+            nisa.tensor_copy(dst=s[:, 0:1], src=s[:, 0:1])
+        return out
+    return kernel
+
+
+def test_psum_accumulator_chains_sink_to_their_first_read():
+    rng = np.random.default_rng(3)
+    st = rng.integers(-2, 3, (2, 128, 128)).astype(np.float32)
+    mv = rng.integers(-2, 3, (2, 128, 512)).astype(np.float32)
+    out = nki.simulate(_accumulators(reload_moving=False), target="trn2")(st, mv)
+    want = st[0].T @ mv[0] + st[1].T @ mv[1]
+    for i in range(12):
+        np.testing.assert_array_equal(out[i], want)
+
+
+def test_a_chain_whose_source_is_rewritten_before_the_read_does_not_sink():
+    st, mv = np.zeros((2, 128, 128), np.float32), np.zeros((2, 128, 512), np.float32)
+    with pytest.raises(CapacityError, match=r"psum allocation \(128, 512\) float32 needs 2048 bytes per "
+                                            r"partition \(1 bank\(s\)\) but 16384 of 16384 "):
+        nki.simulate(_accumulators(reload_moving=True), target="trn2")(st, mv)
+
+
+def test_a_write_does_not_sink_past_the_end_of_its_source():
+    def kernel(x):                          # x (128, W)
+        out = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=x)
+        t = nl.ndarray((128, W), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=t, src=s)     # s's last use: t cannot wait for its first read
+        big = nl.ndarray((128, 35000), dtype=nl.float32, buffer=nl.sbuf, name="big")    # 140000 B
+        nisa.memset(dst=big, value=0.0)
+        nisa.tensor_copy(dst=big[:, 0:1], src=big[:, 0:1])
+        nisa.tensor_copy(dst=t, src=t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    with pytest.raises(CapacityError, match=r"sbuf allocation 'big' \(128, 35000\) float32 needs 128 "
+                                            r"partitions x 140000 bytes but 10240000 of 27261952 "):
+        nki.simulate(kernel, target="trn2")(np.zeros((128, W), np.float32))

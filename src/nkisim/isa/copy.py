@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..checks import rules
 from ..errors import DtypeError, MemorySpaceError, ShapeError
-from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, sunk, unborn, write
+from ..memory.access import copy_deferred, dynamic_index, read_f32, read_raw, write
 from ..memory.buffers import psum
 from ..memory.tensor import NkiTensor
 from .dispatch import Passed, instruction
@@ -107,12 +107,6 @@ def _memset_rules(ins, dst, value, engine, name):
 
 
 def _memset_compute(ins, dst, value, engine, name):
-    fresh = unborn(dst)                 # reads nothing: the compiler may sink it (capacity)
-    _memset(dst, value)
-    sunk(fresh)
-
-
-def _memset(dst, value):
     if _dt.is_packed(dst.dtype):      # every narrow element of each x4 element holds the value
         word = _dt.pack_x4(np.full(_dt.X4, value, np.float32), dst.dtype)[0]
         write(dst, np.broadcast_to(word, dst.shape))
@@ -211,9 +205,7 @@ def _iota_rules(ins, dst, pattern, offset, channel_multiplier, name):
 
 
 def _iota_compute(ins, dst, pattern, offset, channel_multiplier, name):
-    fresh = None if hasattr(offset, "alloc") else unborn(dst)    # reads nothing on-chip: sinkable
     write(dst, affine_values(ins.op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size))
-    sunk(fresh)
 
 
 @instruction(reads=("offset",), writes=("dst",), rules=_iota_rules, compute=_iota_compute)

@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..checks import rules
 from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
-from ..memory.access import copy_deferred, held, hoisted, read_f32, read_raw, sunk, unborn, write
+from ..memory.access import copy_deferred, held, hoisted, read_f32, read_raw, write
 from ..memory.buffers import HBM, sbuf
 from ..memory.indirect import IndirectTensor, valid_rows
 from . import alu
@@ -38,13 +38,11 @@ def _dma_compute(ins, dst, src, priority, oob_mode, dge_mode, engine, name):
             and as_enum(_oob, oob_mode, ins.op) is _oob.skip:
         ins.note(skipped=True)          # a dynamic address out of bounds: "skip the DMA transfer"
         return
-    load = unborn(dst) if src.buffer in HBM else None      # a load may be sunk, a store hoisted
-    store = held(src) if dst.buffer in HBM else None
+    store = held(src) if dst.buffer in HBM else None        # a store may be hoisted (capacity)
     if ins.info is not None:
         _copy_rows(ins, dst, src, *ins.info)
     elif not copy_deferred(dst, src):
         write(dst, read_raw(src) if src.dtype == dst.dtype else read_f32(src))
-    sunk(load)
     hoisted(store)
 
 
@@ -297,9 +295,7 @@ def _dt_compute(ins, dst, src, axes, priority, dge_mode, oob_mode, name):
     if src.oob is not None and as_enum(_oob, oob_mode, ins.op) is _oob.skip:
         ins.note(skipped=True)          # a dynamic src address out of bounds: no transfer
         return
-    load = unborn(dst) if src.buffer in HBM else None      # a load may be sunk (see dma_copy)
     write(dst, np.transpose(read_raw(src), ins.info))
-    sunk(load)
 
 
 @instruction(reads=("src",), writes=("dst",), rules=_dt_rules, compute=_dt_compute)

@@ -481,7 +481,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         alloc.lazy = None           # one pass below: dst = (deferred source) + values
     else:
         lazy = None
-    dst = t.np()
+    dst = _written(t)
     if not alloc.written:
         _first_write(t)
     if add and dst.dtype == F32 and t.dtype == F32:
@@ -525,7 +525,7 @@ def out_f32(t: NkiTensor):
     alloc = t.alloc
     _before_store(alloc, _whole(t))
     _write_hooks(t, alloc)
-    return t.np()
+    return _written(t)
 
 
 def matmul_out(t: NkiTensor, overwrite: bool):
@@ -543,7 +543,7 @@ def matmul_out(t: NkiTensor, overwrite: bool):
     alloc = t.alloc
     _before_store(alloc, True)
     _write_hooks(t, alloc, matmul=True, accumulation=not overwrite)
-    out = t.np()
+    out = _written(t)
     return out if out.flags.c_contiguous else None
 
 
@@ -600,7 +600,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
         return False
     view = read_raw(src)
     _write_hooks(dst, da)
-    _used(da.rec)                   # written now, for the lifetime model
+    _used(da.rec, write=True)       # written now, for the lifetime model
     _count("deferred_copy")
     da.lazy = view
     sa.add_dependent(da)
@@ -618,7 +618,7 @@ def fill_deferred(t: NkiTensor, value) -> bool:
     if scalar.dtype is not t.storage.dtype:
         return False
     _write_hooks(t, alloc)
-    _used(alloc.rec)
+    _used(alloc.rec, write=True)
     _count("deferred_fill")
     alloc.lazy = np.broadcast_to(scalar, t.shape)
     return True
@@ -636,46 +636,55 @@ def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
     return view
 
 
-def unborn(t):
-    """The lifetime record of ``t``'s on-chip allocation when no instruction has accessed it yet
-    (else None): the instruction about to write it may be one the compiler can sink (see
-    ``sunk``)."""
-    alloc = getattr(t, "alloc", None)
-    rec = getattr(alloc, "rec", None)
-    return rec if rec is not None and rec.born is None else None
-
-
-def sunk(rec) -> None:
-    """Undo the birth an instruction just gave ``rec`` (from ``unborn``): the instruction reads
-    nothing on-chip (a DMA from HBM, a memset, an iota), so the compiler can sink it until just
-    before the tile's next access, and the tile is born there (capacity's lifetime model)."""
-    if rec is not None:
-        rec.born = None
-
-
 def held(t):
-    """(record, last use) of ``t``'s on-chip allocation, live before the DMA store about to read
-    it, for ``hoisted``; None when ``t`` is not on-chip or not accessed yet (the store then births
-    it: a tile only loaded and stored still occupies SBUF at that instant)."""
+    """(record, last use, first read) of ``t``'s on-chip allocation, live before the DMA store
+    about to read it, for ``hoisted``; None when ``t`` is not on-chip or not accessed yet (the
+    store then births it: a tile only loaded and stored still occupies SBUF at that instant)."""
     alloc = getattr(t, "alloc", None)
     rec = getattr(alloc, "rec", None)
-    return (rec, rec.last) if rec is not None and rec.born is not None else None
+    if rec is None or rec.born is None:
+        return None
+    saved = (rec, rec.last, rec.read_at)
+    if rec.read_at is None:
+        rec.read_at = -1            # the store is not the tile's first read (see hoisted)
+    return saved
 
 
 def hoisted(saved) -> None:
     """Undo the use a DMA store just gave a tile (from ``held``): the store reads a tile whose
     values are final after its last other access, so the compiler can hoist the store to right
-    after that access, and the tile is dead from there (capacity's lifetime model)."""
+    after that access; the tile is dead from there, and the store is not its first read
+    (capacity's lifetime model)."""
     if saved is not None:
-        saved[0].last = saved[1]
+        rec, rec.last, rec.read_at = saved
 
 
-def _used(rec) -> None:
-    """An on-chip allocation is accessed now (its lifetime: first and last use)."""
+def _used(rec, write: bool = False) -> None:
+    """An on-chip allocation is accessed now, without a NumPy view (a deferred copy or fill):
+    its lifetime (first and last use; a read or a write, for the sinking rule)."""
     if rec is not None:
-        if rec.born is None:
-            rec.first_use()
-        rec.last = rec.mem.clock
+        if write:
+            m = rec.mem
+            m.writing = True
+            try:
+                rec.use()
+            finally:
+                m.writing = False
+        else:
+            rec.use()
+
+
+def _written(t: NkiTensor) -> np.ndarray:
+    """``t.np()`` for a write: the lifetime model counts the access as a write."""
+    rec = t.alloc.rec
+    if rec is None:
+        return t.np()
+    m = rec.mem
+    m.writing = True
+    try:
+        return t.np()
+    finally:
+        m.writing = False
 
 
 def _settle(t: NkiTensor) -> None:

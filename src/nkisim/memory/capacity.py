@@ -6,19 +6,20 @@ creating it (``nl.ndarray`` or any creation function) only names it. A tile crea
 body and last used in that iteration is dead before the next iteration uses its successor, so it
 costs one tile, not one per iteration; a tile used again after the loop stays live until then; a
 tile made up front and first written later (an output buffer) costs nothing until then; a tile
-never used occupies nothing. Decision (the compiler schedules, so the check allows every legal
-reordering of two kinds and rejects only what no such schedule fits): a write that reads nothing
-on-chip (a DMA from HBM, ``memset``, ``iota`` without a tile offset) into a tile no instruction
-has accessed yet can be sunk until just before the tile's next access, so the tile is born at its
-first access by any other instruction (a chain of such writes, e.g. a memset then an accumulating
-load, sinks together; a tile only ever written that way occupies nothing); and a DMA store to HBM
-reads a tile whose values are final after its last other access, so it can be hoisted there and
-does not extend the tile's life (a tile only loaded and stored is born and dies at the store).
-This is the prefetch pattern nki-library's kernels rely on (output_projection_tkg loads every
-head's weights into separate tiles up front, "to give the compiler finer control over
-pre-fetching": more than SBUF holds at once). Sinking a load past a write to its HBM source would
-be illegal; that case is not told apart (a kernel can pass and still fail the compiler, never the
-other way round). Time is counted in instructions (``clock``, ticked by the dispatcher
+never used occupies nothing. Decision (the compiler schedules, so the check allows two legal reorderings and rejects only
+what neither fits): the writes into a tile before its first read (a DMA from HBM, a memset, a chain
+of accumulating matmuls, a transpose ...) can be sunk until just before that read when each of
+their on-chip sources is not written again after the write read it and is still live at the
+read, so the tile is born at its first read (a DMA from HBM or a memset has no on-chip source:
+always); a tile only written (and stored) occupies one instant, its last access; and a DMA store
+to HBM reads a tile whose values are final after its last other access, so it can be hoisted
+there: it neither extends the tile's life nor counts as its first read. nki-library's kernels rely
+on both: output_projection_tkg loads every head's weights into separate tiles up front "to give the
+compiler finer control over pre-fetching" (more than SBUF holds at once), bwmm_shard_on_I keeps 12
+PSUM accumulators over its contraction loop (8 banks hold them one chain at a time). Not told
+apart: a write to a load's HBM source between the load and the read, and an instruction writing
+two tiles read at different times (a kernel can pass and still fail the compiler, never the other
+way round). Time is counted in instructions (``clock``, ticked by the dispatcher
 before each one): the operands of one instruction are live together, and an allocation last used
 by instruction k is dead for one first used by instruction k + 1. The check runs when the
 core's kernel body returns (before any result reaches the caller) by sweeping the allocations in
@@ -65,21 +66,66 @@ from ..errors import CapacityError
 
 
 class Rec:
-    """One on-chip allocation's lifetime: first- and last-use instruction clocks, bytes per partition."""
+    """One on-chip allocation's lifetime: first- and last-use instruction clocks, bytes per
+    partition, and what the sinking rule needs (first read, last write, the on-chip sources of the
+    writes before the first read)."""
     __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset",
-                 "address")
+                 "address", "read_at", "last_write", "pend", "srcs", "sink_ok")
 
     def __init__(self, mem, nbytes, buffer, name, shape, dtype, where, address=None):
         self.mem, self.nbytes, self.buffer, self.where = mem, nbytes, buffer, where
         self.name, self.shape, self.dtype = name, shape, dtype
-        self.born = self.last = mem.clock
+        self.last = mem.clock
         self.offset = None
         self.address = address      # (partition_offset, free_offset bytes) given by the kernel
-        self.born = None            # live from its first access (first_use)
+        self.born = None            # live from its first access (use)
+        self.read_at = None         # first read (not a write, not a hoisted store)
+        self.last_write = -1
+        self.pend = None            # [(clock, source recs)] of the writes before the first read
+        self.srcs = ()
+        self.sink_ok = True
 
-    def first_use(self) -> None:
-        """The allocation's first access: it is born at the current instruction."""
-        self.born = self.mem.clock
+    def use(self) -> None:
+        """The allocation is accessed by the current instruction: a read, or a write when its
+        memory is ``writing`` (the lifetime, and the reads of this instruction so far)."""
+        m = self.mem
+        c = m.clock
+        if self.born is None:
+            self.born = c
+        self.last = c
+        if m.writing:
+            self.last_write = c
+            if self.read_at is None:
+                srcs = tuple([r for r in m.reads if r is not self]) if m.reads_clock == c else ()
+                if self.pend is None:
+                    self.pend = [(c, srcs)]
+                else:
+                    self.pend.append((c, srcs))
+            return
+        if self.read_at is None:
+            self._first_read(c)
+        if m.reads_clock != c:
+            m.reads_clock, m.reads = c, [self]
+        else:
+            m.reads.append(self)
+
+    def _first_read(self, c) -> None:
+        self.read_at = c
+        pend = self.pend
+        if pend:                    # sinkable if no source was written after the write read it
+            self.sink_ok = all(s.last_write <= wc for wc, srcs in pend for s in srcs)
+            self.srcs = tuple({s for _, srcs in pend for s in srcs})
+            self.pend = None
+
+    def birth(self):
+        """The instruction clock the allocation is live from (see the module's lifetime model)."""
+        if self.born is None:
+            return None
+        if self.read_at is None:        # only written (and stored): one instant, its last access
+            return self.last
+        if self.sink_ok and all(s.last >= self.read_at for s in self.srcs):
+            return self.read_at
+        return self.born
 
     def overlaps(self, other) -> bool:
         """Both placed by address, and their partition and byte ranges intersect."""
@@ -192,6 +238,8 @@ class CoreMemory:
         self.target = target
         self.deferrable = deferrable    # copies into this core's tiles may be deferred (LNC1)
         self.clock = 0
+        self.writing = False            # the access being made is a write (access.write & co.)
+        self.reads_clock, self.reads = -1, []   # on-chip reads of the instruction at reads_clock
         self.recs: list[Rec] = []
         self.pool = POOL if pooled else None    # fast path: recycled storage (fast_paths=False: none)
 
@@ -207,6 +255,9 @@ class CoreMemory:
         allocation that does not fit beside the allocations live when it was made."""
         t = self.target
         for buffer in ("sbuf", "psum"):        # in birth order; a placed tensor never used is none
+            for r in self.recs:
+                if r.buffer == buffer and r.born is not None:
+                    r.born = r.birth()
             recs = sorted((r for r in self.recs if r.buffer == buffer and r.born is not None),
                           key=lambda r: r.born)
             if recs:

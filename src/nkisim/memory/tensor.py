@@ -239,11 +239,12 @@ class NkiTensor:
         """The view's values as a fresh NumPy array, without any access hook or lifetime effect."""
         if self.oob is not None:
             raise BoundsError("NkiTensor", self.oob)
-        rec = self.alloc.rec
-        born, last = (rec.born, rec.last) if rec is not None else (None, None)
-        a = self.np()
-        if rec is not None:
-            rec.born, rec.last = born, last
+        alloc = self.alloc
+        rec, alloc.rec = alloc.rec, None        # no lifetime effect
+        try:
+            a = self.np()
+        finally:
+            alloc.rec = rec
         out = np.float32 if self.dtype == _dt.tfloat32 else self.dtype
         return _dt.from_storage(a, np.dtype(out))
 
@@ -306,9 +307,7 @@ class NkiTensor:
             alloc.materialize()
         rec = alloc.rec
         if rec is not None:          # every read or write goes through here: the tile is used now
-            if rec.born is None:
-                rec.first_use()
-            rec.last = rec.mem.clock
+            rec.use()
         a = self._np
         if a is None:
             if self.oob is not None:        # a dynamic offset out of bounds, found when used
