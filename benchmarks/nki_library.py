@@ -444,7 +444,8 @@ def summarise(report: str, top: int = 15) -> dict:
     by the plugin: a marker runs them in a compiler trace mode), so the pass rate is over the
     simulation tests; ``before_simulator`` counts the failed ones (they stay in ``failed``) whose
     failure came before any kernel reached the simulator (the test's own input or golden
-    generation, e.g. a MemoryError under the memory cap)."""
+    generation, e.g. a MemoryError under the memory cap); ``out_of_memory`` counts the failed or
+    errored ones that ran out of memory (or crashed their worker) after any re-run."""
     records = _junit_records(report) if report.endswith(".xml") else _jsonl_records(report)
     counts, causes, times = collections.Counter(), collections.Counter(), []
     for rec in records:
@@ -456,6 +457,8 @@ def summarise(report: str, top: int = 15) -> dict:
             causes[_cause(rec.get("cause", ""))] += 1
             if rec["outcome"] == "failed" and rec.get("before_simulator"):
                 counts["before_simulator"] += 1
+            if rec.get("out_of_memory") or MEMORY.search(rec.get("cause", "")):
+                counts["out_of_memory"] += 1
         times.append((rec["time"], rec["name"]))
     times.sort(reverse=True)
     return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
@@ -472,6 +475,10 @@ def report_lines(c) -> str:
         lines.append(f"not simulation tests: {c['not_simulation']} (skipped: a marker runs them in a "
                      f"compiler trace mode, which needs the Neuron compiler)")
     lines.append(f"pass rate of the simulation tests run: {100 * c['passed'] / ran if ran else 0:.1f} %")
+    if c["out_of_memory"]:
+        fit = ran - c["out_of_memory"]
+        lines.append(f"  ran out of this machine's memory (or crashed a worker): {c['out_of_memory']}; pass rate "
+                     f"of the others: {100 * c['passed'] / fit if fit else 0:.1f} %")
     return "\n".join(lines)
 
 

@@ -171,6 +171,9 @@ def test_nki_library_summary_counts_compiler_mode_skips_apart_and_pre_simulator_
     assert "failed before reaching the simulator" in lines[1] and lines[1].endswith(": 1")
     assert lines[2].startswith("not simulation tests: 2")
     assert lines[3] == "pass rate of the simulation tests run: 50.0 %"      # 3 of 6 run
+    assert c["out_of_memory"] == 1
+    assert lines[4] == ("  ran out of this machine's memory (or crashed a worker): 1; pass rate of the "
+                        "others: 60.0 %")                                   # 3 of 5
 
 
 def test_nki_library_summary_without_either_kind_prints_no_extra_lines(tmp_path):
@@ -447,4 +450,4 @@ def test_nki_library_memory_retry_replaces_the_rerun_records(tmp_path):
     assert [(r["name"], r["outcome"], r.get("retried", False)) for r in recs] == [
         ("a::ok", "passed", False), ("a::big", "passed", True), ("a::torch", "failed", False),
         ("a::bad", "failed", False)]
-    assert dict(mod.summarise(str(main))["counts"]) == {"passed": 2, "failed": 2}
+    assert dict(mod.summarise(str(main))["counts"]) == {"passed": 2, "failed": 2, "out_of_memory": 1}   # a::torch
