@@ -31,7 +31,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "address", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -55,6 +55,7 @@ class Allocation:
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
         self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
+        self.ops = None         # recording: event operands of this allocation's views, by view (trace)
 
     def __del__(self):
         pool = getattr(self, "pool", None)

@@ -8,6 +8,8 @@ tools/neuron-explorer/overview-device-profiles.rst, nki/deep-dives/nki_perf_guid
 """
 from __future__ import annotations
 
+import functools
+
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -112,10 +114,6 @@ class Profile:
         self.outputs = outputs
         total = timeline.total_ns
         self.total_us = total / 1000.0
-        self.records = [InstructionRecord(s.start_ns / 1000.0, s.end_ns / 1000.0, s.event.engine, s.track,
-                                          s.event.op, s.event.api, s.event.location, s.event.core,
-                                          s.event.seq, s.flops, s.hbm_bytes, s.why, s.duration_ns / 1000.0)
-                        for s in timeline.spans]
         per_track: dict = defaultdict(list)
         for s in timeline.spans:
             per_track[s.track].append((s.start_ns, s.end_ns))
@@ -178,6 +176,14 @@ class Profile:
         out.append(f"warnings: {len(self.warnings) or 'none'}")
         out.extend(f"  {w.message}" for w in self.warnings)
         return "\n".join(out)
+
+    @functools.cached_property
+    def records(self) -> list:
+        """``InstructionRecord`` per span, in ``timeline.spans`` order (built on first use)."""
+        return [InstructionRecord(s.start_ns / 1000.0, s.end_ns / 1000.0, s.event.engine, s.track,
+                                  s.event.op, s.event.api, s.event.location, s.event.core,
+                                  s.event.seq, s.flops, s.hbm_bytes, s.why, s.duration_ns / 1000.0)
+                for s in self.timeline.spans]
 
     def __repr__(self):
         return f"<Profile {self.kernel}: {self.total_us:.3f} us on {self.target}, {len(self.records)} instructions>"
