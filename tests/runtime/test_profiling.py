@@ -10,6 +10,7 @@ import pytest
 
 import nkisim
 import nkisim.nki as nki
+import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 from nkisim import trace
 from nkisim.errors import SimulatorOffError, UnsupportedError
@@ -56,10 +57,51 @@ def test_profile_events_reach_an_enclosing_recording(fake_schedule):
     assert len(events) == 4
 
 
-def test_profile_compute_false_not_available_yet(fake_schedule):
-    with pytest.raises(UnsupportedError, match=r"compute=False \(timing only.*not available yet; use "
-                                               r"compute=True"):
-        nkisim.profile(add_kernel, compute=False)(*inputs())
+@nki.jit
+def mm_kernel(a, b):        # a (128, 128) stationary, b (128, 512) moving: out = a.T @ b
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=ps, stationary=nl.load(a), moving=nl.load(b))
+    nisa.nc_matmul(dst=ps, stationary=nl.load(a), moving=nl.load(b), accumulate=True)
+    res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=ps)
+    nl.store(out, res)
+    return out
+
+
+def test_profile_compute_false_times_the_same_instructions_without_the_products(fake_schedule, monkeypatch):
+    rng = np.random.default_rng(1)
+    a, b = rng.random((128, 128), dtype=np.float32), rng.random((128, 512), dtype=np.float32)
+    full = nkisim.profile(mm_kernel, target="trn2")(a, b)
+    np.testing.assert_allclose(full.outputs, 2 * (a.T @ b), rtol=1e-5)
+    import nkisim.isa.matmul as mm
+
+    def no_product(*args, **kwargs):
+        raise AssertionError("compute=False multiplied")
+    monkeypatch.setattr(mm, "_product", no_product)
+    quick = nkisim.profile(mm_kernel, target="trn2", compute=False)(a, b)
+    assert quick.outputs is None
+    assert [(r.op, r.engine) for r in quick.records] == [(r.op, r.engine) for r in full.records]
+    assert [e.options.get("accumulate") for e in quick.events] == [e.options.get("accumulate") for e in full.events]
+    assert quick.total_us == full.total_us
+
+
+def test_profile_compute_false_still_checks_the_kernel(fake_schedule):
+    from nkisim.errors import CapacityError
+
+    @nki.jit
+    def nine_banks(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        st, mv = nl.load(a), nl.load(b)
+        banks = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+        for ps in banks:
+            nisa.nc_matmul(dst=ps, stationary=st, moving=mv)
+        for ps in banks + banks:            # all read, then again: nine live together
+            nisa.tensor_copy(dst=ps[:, 0:1], src=ps[:, 0:1])
+        return out
+    a, b = np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32)
+    with pytest.raises(CapacityError, match=r"psum allocation \(128, 512\) float32 needs 2048 bytes"):
+        nkisim.profile(nine_banks, target="trn2", compute=False)(a, b)
 
 
 def test_profile_unknown_option():
@@ -222,3 +264,12 @@ def test_benchmark_rejects_iteration_counts_it_cannot_measure(kw, want):
     from nkisim.errors import ArgumentError
     with pytest.raises(ArgumentError, match="^nki\\.benchmark: " + re.escape(want) + r" \(test_profiling\.py:\d+\)$"):
         nki.benchmark(**kw)
+
+
+def test_profile_compute_false_gives_the_real_estimate_of_compute_true():
+    a, b = np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)
+    full = nkisim.profile(mm_kernel, target="trn2")(a, b)
+    quick = nkisim.profile(mm_kernel, target="trn2", compute=False)(a, b)
+    assert full.total_us > 0 and quick.total_us == full.total_us
+    assert [(r.start_us, r.end_us, r.track) for r in quick.records] == \
+        [(r.start_us, r.end_us, r.track) for r in full.records]

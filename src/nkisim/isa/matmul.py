@@ -91,6 +91,11 @@ def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_o
     flags (runtime state, read here). The event notes ``accumulate`` as applied: True, False or
     "mixed" (some elements accumulated, others overwritten)."""
     k, m, n, mode = ins.info
+    if timing_only(ins) and mode is not _TRANSPOSE:
+        read_raw(stationary)        # read (lifetime, hooks), not multiplied
+        read_raw(moving)
+        write_psum_result(ins, dst, np.zeros((m, n), np.float32), accumulate, m, n)
+        return
     if mode is _TRANSPOSE:
         write(dst, read_raw(stationary).reshape(k, m).T, matmul=True)
         ins.note(accumulate=False)
@@ -107,6 +112,12 @@ def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_o
             return
         res = _product(stationary, moving, k, m, n)
     write_psum_result(ins, dst, res, accumulate, m, n)
+
+
+def timing_only(ins) -> bool:
+    """Does this launch skip TensorE arithmetic (``nkisim.profile(compute=False)``)?"""
+    rec = ins.core.launch.recording
+    return rec is not None and rec.timing_only
 
 
 def write_psum_result(ins, dst, res, accumulate, m: int, n: int) -> None:

@@ -46,7 +46,7 @@ def _name(func) -> str:
 
 
 def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
-                 settings: Settings | None = None) -> Profile:
+                 settings: Settings | None = None, compute: bool = True) -> Profile:
     """Simulate one launch of ``func`` recording its events, estimate its device time; return the
     ``Profile`` (its ``outputs``: what the launch returned). The events also reach an enclosing
     ``trace.record()``; the ``nkisim profile`` hook is off for this launch (it is profiled here).
@@ -56,7 +56,7 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     outer = trace.active()
     token = _launch.LAUNCH_HOOK.set(None)
     try:
-        with trace.record() as events:
+        with trace.record(timing_only=not compute) as events:
             try:
                 out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
             finally:
@@ -65,13 +65,7 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     finally:
         _launch.LAUNCH_HOOK.reset(token)
     timeline = _estimate(events, arch.get(settings.target), lnc)
-    return Profile(timeline, events, kernel=_name(func), outputs=out)
-
-
-def _compute_off():
-    return UnsupportedError("nkisim.profile", "compute=False (timing only, values not computed) is not "
-                                              "available yet; use compute=True (the default), which "
-                                              "simulates the values and estimates the time")
+    return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
 
 
 class Profiler:
@@ -94,11 +88,10 @@ class Profiler:
         return Profiler(self.kernel[grid], self.target, self.compute, None, self.options)
 
     def __call__(self, *args, **kwargs) -> Profile:
-        if not self.compute:
-            raise _compute_off()
         settings = Settings.from_env(target=self.target, **self.options)
         return run_profiled(self.kernel.func, args, kwargs, lnc=self.kernel.lnc,
-                            program_ndim=len(self.kernel.grid), settings=settings)
+                            program_ndim=len(self.kernel.grid), settings=settings,
+                            compute=bool(self.compute))
 
 
 def profile(kernel, target: str | None = None, compute: bool = True, lnc: int | None = None,
@@ -111,7 +104,13 @@ def profile(kernel, target: str | None = None, compute: bool = True, lnc: int | 
     ``options``: the other ``nki.simulate`` options (``precise_fp``, ``detect_races``, ...).
     The simulator is on for this call whatever ``NKI_SIMULATOR`` says. Decision: the kernel's
     outputs (as ``nki.simulate`` returns them) are ``profile.outputs``, so one call gives both the
-    values and the time. ``compute=False`` (timing only) raises UnsupportedError for now.
+    values and the time. ``compute=False`` (timing only): the same instructions, checks and
+    estimate, but TensorE skips its arithmetic (``nc_matmul`` / ``nc_matmul_mx`` write zeros,
+    accumulating as they would; their operands are still read, so capacity, races and
+    uninitialised reads are checked) — the GEMMs are most of a big kernel's simulation time.
+    Decision: every other engine computes, so control flow that reads values still works unless
+    it reads a matmul's result (then it sees zeros); ``profile.outputs`` is None (the values are
+    not the kernel's).
     Raises: TypeError for an unknown option; UnsupportedError when the cost model is missing; any
     error of the kernel.
     """

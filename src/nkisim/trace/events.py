@@ -73,10 +73,12 @@ class Instruction:
 
 
 class Recording(list):
-    """The events of every launch run inside ``record()``, plus ``fast_paths`` counts."""
+    """The events of every launch run inside ``record()``, plus ``fast_paths`` counts;
+    ``timing_only``: the launches may skip TensorE arithmetic (``nkisim.profile(compute=False)``)."""
 
-    def __init__(self):
+    def __init__(self, timing_only: bool = False):
         super().__init__()
+        self.timing_only = timing_only
         self.fast_paths: Counter = Counter()
         self._lock = threading.Lock()
 
@@ -98,10 +100,12 @@ def active() -> Recording | None:
 
 
 @contextlib.contextmanager
-def record():
+def record(timing_only: bool = False):
     """``with nkisim.trace.record() as events:`` collects one ``Instruction`` per instruction of
-    every kernel launched inside the block (``events.fast_paths`` counts the fast paths taken)."""
-    rec = Recording()
+    every kernel launched inside the block (``events.fast_paths`` counts the fast paths taken).
+    ``timing_only=True``: matmuls in those launches skip their arithmetic (see
+    ``nkisim.profile(compute=False)``); the events are the same."""
+    rec = Recording(timing_only)
     token = _ACTIVE.set(rec)
     try:
         yield rec
