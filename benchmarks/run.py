@@ -4,6 +4,9 @@ once, then alternates one simulator run and one reference run several times (int
 machine's speed drift hits both series alike); the figure is the ratio of the two medians.
 Prints a table and writes the figures as JSON.
 
+Two cases have another baseline: ``lnc2_add`` (the LNC1 simulation) and
+``profile512_fp32_tutorial_tiled`` (``nki.simulate`` of the same kernel: what the estimate costs).
+
 Usage: python benchmarks/run.py [--quick] [--json PATH] [--only NAME,...]
 """
 from __future__ import annotations
@@ -30,7 +33,7 @@ import nkisim.nki as nki  # noqa: E402
 BF16 = ml_dtypes.bfloat16
 TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnorm": 3.0,
            "tensor_tensor_overhead": 2.0, "matmul512_fp32_tutorial_tiled": 2.0,
-           "matmul512_fp32_tutorial_hoist": 2.0}
+           "matmul512_fp32_tutorial_hoist": 2.0, "profile512_fp32_tutorial_tiled": 1.5}
 # matmul512_fp32_tutorial_nl has no target: by the nl API's definition each K step makes a new
 # PSUM tile (nl.matmul) and adds it to the accumulator (+=), one more tile write and add per step
 # than nc_matmul's in-place accumulation; it is measured and reported (README).
@@ -181,6 +184,37 @@ print(peak, a.nbytes + b.nbytes, a.nbytes + b.nbytes + out.nbytes)
 """
 
 
+def case_profile(repeat, n=512):
+    """``nkisim.profile`` (simulate + record + estimate) of the tutorial's tiled matmul vs
+    ``nki.simulate`` of the same kernel on the same inputs: the cost of the estimate."""
+    import nkisim
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    kernel = tutorial_kernels.tiled_matmul
+    sim = nki.simulate(kernel)
+    prof = nkisim.profile(kernel)
+    t_prof, t_sim, timing = interleaved_times(lambda: prof(a, b), lambda: sim(a, b), repeat)
+    return t_prof, t_sim, {"estimate_us": prof(a, b).total_us, **timing}
+
+
+def case_profile_timing_only(m=4096, k=8192, n=8192):
+    """``nkisim.profile(compute=False)`` of the tutorial's hoisted bf16 matmul at (m, k, n) vs one
+    numpy.matmul fp32 of the same (upcast) inputs; one run each (the GEMM alone takes seconds)."""
+    import nkisim
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m), dtype=np.float32).astype(BF16)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(BF16)
+    prof = nkisim.profile(tutorial_kernels.hoisted_matmul, compute=False)
+    t0 = time.perf_counter()
+    p = prof(a, b)
+    t_prof = time.perf_counter() - t0
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    t_np = _seconds(lambda: af.T @ bf)
+    return t_prof, t_np, {"estimate_us": p.total_us, "instructions": len(p.records), "shape": [m, k, n],
+                          "timing": "one run each"}
+
+
 def case_memory(n=2048):
     """(peak bytes allocated during the simulation, input bytes, input + output bytes) in a fresh
     process. The peak counts NumPy buffers and Python objects, traced by tracemalloc from the
@@ -224,10 +258,12 @@ def main(argv=None):
         ("rmsnorm", "NumPy RMSNorm", lambda: case_example("rmsnorm", rep)),
         ("tensor_tensor_overhead", "1000 NumPy adds", lambda: case_overhead(rep)),
         ("lnc2_add", "LNC1 simulation", lambda: case_lnc2(rep)),
+        ("profile512_fp32_tutorial_tiled", "nki.simulate, same kernel", lambda: case_profile(rep512)),
+        ("profile_4096x8192x8192_bf16_timing_only", "one numpy.matmul fp32", case_profile_timing_only),
         ("tiny_llama_decode", "PyTorch fallbacks, per token", lambda: case_tiny_llama(rep)),
     ]
     if args.quick:
-        cases = [c for c in cases if c[0] != "matmul2048_bf16"]
+        cases = [c for c in cases if c[0] not in ("matmul2048_bf16", "profile_4096x8192x8192_bf16_timing_only")]
     results = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
                            "cpu_count": os.cpu_count()}, "cases": {}}
     rows = []

@@ -451,3 +451,12 @@ def test_nki_library_memory_retry_replaces_the_rerun_records(tmp_path):
         ("a::ok", "passed", False), ("a::big", "passed", True), ("a::torch", "failed", False),
         ("a::bad", "failed", False)]
     assert dict(mod.summarise(str(main))["counts"]) == {"passed": 2, "failed": 2, "out_of_memory": 1}   # a::torch
+
+
+def test_profile_cases_measure_the_estimate_against_simulate_and_numpy(run_mod):
+    t_prof, t_sim, extra = run_mod.case_profile(1, n=512)
+    assert t_prof > 0 and t_sim > 0 and extra["estimate_us"] > 0 and extra["timing"] == "interleaved"
+    t_prof, t_np, extra = run_mod.case_profile_timing_only(m=128, k=256, n=512)
+    assert t_prof > 0 and t_np > 0 and extra["shape"] == [128, 256, 512]
+    assert extra["instructions"] == 2 + 2 + 2 + 1 + 1   # 2 lhsT + 2 rhs loads, 2 matmuls, copy, store
+    assert extra["estimate_us"] > 0
