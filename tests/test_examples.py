@@ -136,8 +136,11 @@ def test_demo_small_passes_and_lists_every_example():
         assert " PASS " in row
     assert f"{len(examples.NAMES)} passed, 0 failed" in lines[-1]
     header = next(line for line in lines if line.startswith("kernel"))
-    for col in ("inputs", "max abs err", "max rel err", "check", "sim ms", "numpy ms", "ratio"):
+    for col in ("inputs", "max abs err", "max rel err", "check", "sim ms", "numpy ms", "ratio", "est. us"):
         assert col in header
+    for name in examples.NAMES:             # every example gets an estimate (a positive number)
+        row = next(line for line in lines if line.startswith(name + " "))
+        assert float(row.split()[-1]) > 0
 
 
 def test_demo_reports_a_wrong_result_and_exits_1(monkeypatch):
@@ -158,7 +161,7 @@ def test_demo_reports_a_raising_kernel_and_keeps_going(monkeypatch):
     buf = io.StringIO()
     assert demo.run(small=True, only=["tensor_add", "softmax"], file=buf) == 1
     text = buf.getvalue()
-    assert next(line for line in text.splitlines() if line.startswith("tensor_add")).split()[-4] == "ERROR"
+    assert next(line for line in text.splitlines() if line.startswith("tensor_add")).split()[-5] == "ERROR"
     assert "tensor_add: RuntimeError: boom [test_examples.py:" in text
     assert " PASS " in next(line for line in text.splitlines() if line.startswith("softmax"))
     assert "1 passed, 1 failed" in text

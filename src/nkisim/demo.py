@@ -4,7 +4,9 @@ reference and print one table row per kernel.
 Columns: kernel; input shapes and dtypes; max abs err = max |got - want|; max rel err =
 max |got - want| / max |want| (normwise, so outputs near zero do not inflate it); PASS when every
 element satisfies |got - want| <= ATOL + RTOL * |want| (the example's own tolerance) and is finite;
-simulated wall time (one simulated call); NumPy time (best of 3 calls of the reference); their ratio.
+simulated wall time (one simulated call); NumPy time (best of 3 calls of the reference); their ratio;
+the estimated device time on the target (``nkisim.profile(..., compute=False)``, µs: the cost
+model's estimate, not a measurement; "-" when the estimate fails).
 An example that raises gets an ERROR row, its error is printed below the table, and the rest still
 run. Imports the examples package; nothing below the CLI imports this module.
 """
@@ -27,7 +29,7 @@ _SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32"
 
 _COLUMNS = (("kernel", 10, "<"), ("inputs", 36, "<"), ("max abs err", 11, ">"),
             ("max rel err", 11, ">"), ("check", 5, "<"), ("sim ms", 9, ">"), ("numpy ms", 9, ">"),
-            ("ratio", 8, ">"))
+            ("ratio", 8, ">"), ("est. us", 9, ">"))
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Result:
     sim_s: float | None = None
     numpy_s: float | None = None
     error: str | None = None
+    device_us: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -95,13 +98,23 @@ def run_example(name: str, small: bool = False, seed: int = SEED) -> Result:
             want = mod.reference(*inputs)
             numpy_s = min(numpy_s, time.perf_counter() - t0)
         passed, max_abs, max_rel = compare(got, np.asarray(want), mod.RTOL, mod.ATOL)
+        device_us = _estimate(mod.KERNEL, inputs)
     except Exception as exc:  # reported as an ERROR row; the demo goes on with the next example
         from .errors import NkiError
         where = traceback.extract_tb(exc.__traceback__)[-1]
         # NkiError messages already end with the kernel's file:line; others get the raising frame.
         suffix = "" if isinstance(exc, NkiError) else f" [{os.path.basename(where.filename)}:{where.lineno}]"
         return Result(name, label, False, error=f"{type(exc).__name__}: {exc}{suffix}")
-    return Result(name, label, passed, max_abs, max_rel, sim_s, numpy_s)
+    return Result(name, label, passed, max_abs, max_rel, sim_s, numpy_s, device_us=device_us)
+
+
+def _estimate(kernel, inputs) -> float | None:
+    """The estimated device time of one call (µs), or None when the cost model cannot give it."""
+    from .runtime.profiling import profile
+    try:
+        return profile(kernel, compute=False)(*inputs).total_us
+    except Exception:       # the check above already ran the kernel: the estimate is extra
+        return None
 
 
 def _fmt_row(values) -> str:
@@ -110,10 +123,11 @@ def _fmt_row(values) -> str:
 
 def _cells(r: Result) -> list[str]:
     if r.error is not None:
-        return [r.name, r.inputs, "-", "-", "ERROR", "-", "-", "-"]
+        return [r.name, r.inputs, "-", "-", "ERROR", "-", "-", "-", "-"]
     return [r.name, r.inputs, f"{r.max_abs_err:.2e}", f"{r.max_rel_err:.2e}",
             "PASS" if r.passed else "FAIL", f"{r.sim_s * 1e3:.1f}", f"{r.numpy_s * 1e3:.2f}",
-            f"{r.ratio:.1f}x" if r.ratio is not None else "-"]
+            f"{r.ratio:.1f}x" if r.ratio is not None else "-",
+            f"{r.device_us:.1f}" if r.device_us is not None else "-"]
 
 
 def run(small: bool = False, only: list | None = None, file: TextIO | None = None) -> int:
