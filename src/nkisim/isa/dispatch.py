@@ -521,18 +521,15 @@ def operand(role: str, t) -> Operand | None:
     if not isinstance(t, NkiTensor):
         return None
     alloc = t.alloc
-    key = None
-    if not t.dynamic:       # Operand is immutable: the same view in the same role is built once
-        key = (role, t.offset, t.shape, t.strides, t.dtype)
-        ops = alloc.ops
-        if ops is None:
-            ops = alloc.ops = {}
-        o = ops.get(key)
-        if o is not None:
-            return o
-    o = _operand(role, t, alloc)
-    if key is not None:
-        alloc.ops[key] = o
+    if t.dynamic:
+        return _operand(role, t, alloc)
+    ops = alloc.ops             # Operand is immutable: the same view in the same role is built once
+    if ops is None:
+        ops = alloc.ops = {}
+    key = (role, t.offset, t.shape, t.strides, t.dtype)
+    o = ops.get(key)
+    if o is None:
+        o = ops[key] = _operand(role, t, alloc)
     return o
 
 

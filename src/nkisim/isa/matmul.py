@@ -91,10 +91,7 @@ def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_o
     flags (runtime state, read here). The event notes ``accumulate`` as applied: True, False or
     "mixed" (some elements accumulated, others overwritten)."""
     k, m, n, mode = ins.info
-    if timing_only(ins) and mode is not _TRANSPOSE:
-        read_raw(stationary)        # read (lifetime, hooks), not multiplied
-        read_raw(moving)
-        write_psum_result(ins, dst, np.zeros((m, n), np.float32), accumulate, m, n)
+    if mode is not _TRANSPOSE and timing_only(ins, dst, (stationary, moving), accumulate, m, n):
         return
     if mode is _TRANSPOSE:
         write(dst, read_raw(stationary).reshape(k, m).T, matmul=True)
@@ -114,10 +111,18 @@ def _mm_compute(ins, dst, stationary, moving, is_stationary_onezero, is_moving_o
     write_psum_result(ins, dst, res, accumulate, m, n)
 
 
-def timing_only(ins) -> bool:
-    """Does this launch skip TensorE arithmetic (``nkisim.profile(compute=False)``)?"""
+def timing_only(ins, dst, operands, accumulate, m: int, n: int) -> bool:
+    """When this launch skips TensorE arithmetic (``nkisim.profile(compute=False)``): read the
+    operands (lifetime, hooks) without multiplying, write zeros into PSUM ``dst`` as the product
+    would be written, and return True; else False (compute the product). Shared by nc_matmul and
+    nc_matmul_mx."""
     rec = ins.core.launch.recording
-    return rec is not None and rec.timing_only
+    if rec is None or not rec.timing_only:
+        return False
+    for t in operands:
+        read_raw(t)
+    write_psum_result(ins, dst, np.zeros((m, n), np.float32), accumulate, m, n)
+    return True
 
 
 def write_psum_result(ins, dst, res, accumulate, m: int, n: int) -> None:

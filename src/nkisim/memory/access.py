@@ -663,15 +663,7 @@ def _used(rec, write: bool = False) -> None:
     """An on-chip allocation is accessed now, without a NumPy view (a deferred copy or fill):
     its lifetime (first and last use; a read or a write, for the sinking rule)."""
     if rec is not None:
-        if write:
-            m = rec.mem
-            m.writing = True
-            try:
-                rec.use()
-            finally:
-                m.writing = False
-        else:
-            rec.use()
+        rec.use(write)
 
 
 def _written(t: NkiTensor) -> np.ndarray:

@@ -85,15 +85,16 @@ class Rec:
         self.srcs = ()
         self.sink_ok = True
 
-    def use(self) -> None:
-        """The allocation is accessed by the current instruction: a read, or a write when its
-        memory is ``writing`` (the lifetime, and the reads of this instruction so far)."""
+    def use(self, write: bool = False) -> None:
+        """The allocation is accessed by the current instruction: a read, or a write when
+        ``write`` or its memory is ``writing`` (the lifetime, and the reads of this instruction so
+        far)."""
         m = self.mem
         c = m.clock
         if self.born is None:
             self.born = c
         self.last = c
-        if m.writing:
+        if write or m.writing:
             self.last_write = c
             if self.read_at is None:
                 srcs = tuple([r for r in m.reads if r is not self]) if m.reads_clock == c else ()
@@ -254,10 +255,9 @@ class CoreMemory:
         """Sweep the allocations in order; raise (or pass to ``record``) a CapacityError for each
         allocation that does not fit beside the allocations live when it was made."""
         t = self.target
+        for r in self.recs:
+            r.born = r.birth()
         for buffer in ("sbuf", "psum"):        # in birth order; a placed tensor never used is none
-            for r in self.recs:
-                if r.buffer == buffer and r.born is not None:
-                    r.born = r.birth()
             recs = sorted((r for r in self.recs if r.buffer == buffer and r.born is not None),
                           key=lambda r: r.born)
             if recs:
