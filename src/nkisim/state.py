@@ -39,8 +39,11 @@ class LaunchState:
         """Count one firing of a fast path (only while recording)."""
         c = self.fast_counts
         if c is not None:
-            with self.lock:
+            if self.lnc == 1:           # one core, one thread: no lock needed
                 c[fast_path] += 1
+            else:
+                with self.lock:
+                    c[fast_path] += 1
 
     def record(self, error) -> bool:
         """Keep ``error`` and go on (True) when findings="all" or "warn"; False means raise it."""

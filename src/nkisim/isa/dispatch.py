@@ -91,7 +91,7 @@ class OpSpec:
     rules (a pure function of the arguments' static signature and the target, returning
     ``Passed``), the compute function and the memo of passed signatures."""
     __slots__ = ("op", "api", "names", "reads", "writes", "rules", "compute", "memo", "passed",
-                 "signature", "index", "name_at", "handle", "key", "required")
+                 "signature", "index", "name_at", "handle", "key", "required", "event_plan")
 
     def __init__(self, op, api, signature, reads, writes, rules, compute, memo):
         self.op, self.api = op, api
@@ -108,6 +108,7 @@ class OpSpec:
         self.handle = NkiInstruction(api)         # the shared handle of unnamed instructions
         self.key = _key_function(self.names)      # (target, *args) -> memo key, or None
         self.required = ()                        # indices of required parameters (_generate)
+        self.event_plan = None                    # _event's role / option indices (built once)
 
     def __repr__(self):
         return f"OpSpec({self.api})"
@@ -156,9 +157,9 @@ def _generate(stub, spec: OpSpec):
     keyed = ", ".join(_key_part(n) for n in spec.names if n != "name")
     name = "name" if "name" in spec.index else "None"
     ns.update(_current=state.current, _NT=NkiTensor, _KIND2=_SINGLETONS, _vk=_value_key, _is=_intern_sig, _E=(),
-              _NoKey=_NoKey, _Ins=Ins, _NkiError=NkiError, _NkiInstruction=NkiInstruction)
-    # The fast lane (fast paths on, nobody recording, not inside another instruction, rules
-    # already passed for this signature) is run() with the memo hit inlined; anything else
+              _NoKey=_NoKey, _Ins=Ins, _event=_event, _NkiError=NkiError, _NkiInstruction=NkiInstruction)
+    # The fast lane (fast paths on, not inside another instruction, rules already passed for
+    # this signature; a recording gets the same event as from run()) is run() with the memo hit inlined; anything else
     # goes through run().
     spec.required = tuple(spec.index[n] for n in required)
     # A required argument left out is _M: it keys no memo entry (_vk raises _NoKey), so such a
@@ -170,7 +171,7 @@ def _generate(stub, spec: OpSpec):
     if _kw or _x:
         _bad_call(_spec, _x, _kw)
     _c = _current.get()
-    if _c is None or not _c.fast or _c.events is not None or _c.ins is not None or not _spec.memo:
+    if _c is None or not _c.fast or _c.ins is not None or not _spec.memo:
         return _run(_spec, ({args}))
     try:
         _p = _spec.passed.get((_c.target, {keyed},))
@@ -200,6 +201,10 @@ def _generate(stub, spec: OpSpec):
     if _c.after_ins is not None:
         _c.after_ins(_c)
     _c.seq += 1
+    if _c.events is not None:
+        _i.seq = _c.seq
+        _c.launch.count("rule_memo")
+        _c.events.append(_event(_i))
     return _spec.handle if {name} is None else _NkiInstruction(_spec.api, {name})
 """
     exec(compile(src, f"<nkisim {spec.api}>", "exec"), ns)
@@ -474,31 +479,77 @@ class _KeywordCheck:
 
 def _event(ins: Ins) -> Instruction:
     spec, args, core = ins.spec, ins.args, ins.core
-    reads = tuple(o for r in spec.reads for o in _role_operands(r, args[spec.index[r]]))
-    writes = tuple(o for r in spec.writes for o in _role_operands(r, args[spec.index[r]]))
-    # an indirect (gathered / scattered) operand also reads its index tile: role "<role>.index"
-    indexes = tuple(operand(f"{r}.index", a.index) for r in (*spec.reads, *spec.writes)
-                    if isinstance(a := args[spec.index[r]], IndirectTensor))
-    if indexes:
-        reads += indexes
-    roles = set(spec.reads) | set(spec.writes)
+    plan = spec.event_plan
+    if plan is None:
+        plan = spec.event_plan = _event_plan(spec)
+    read_roles, write_roles, option_names = plan
+    got = {}                    # role -> its operands (each role's argument is walked once)
+    indirect = False
+    reads = ()
+    for r, i in read_roles:
+        a = args[i]
+        ops = got[r] = _role_operands(r, a)
+        reads += ops
+        if type(a) is IndirectTensor:
+            indirect = True
+    writes = ()
+    for r, i in write_roles:
+        ops = got.get(r)
+        if ops is None:
+            a = args[i]
+            ops = got[r] = _role_operands(r, a)
+            if type(a) is IndirectTensor:
+                indirect = True
+        writes += ops
+    if indirect:    # a gathered / scattered operand also reads its index tile: "<role>.index"
+        reads += tuple(operand(f"{r}.index", args[i].index) for r, i in (*read_roles, *write_roles)
+                       if isinstance(args[i], IndirectTensor))
     # options: every non-tensor argument but ``name``; a role parameter passed a scalar (an
     # ``operand0=2.0``, an ``offset=3``) is an option too, one left at None is not
-    options = {n: plain(a) for n, a in zip(spec.names, args)
-               if n != "name" and not isinstance(a, (NkiTensor, IndirectTensor))
-               and not ((a is None or _role_operands(n, a)) and n in roles)}
+    vals = tuple(args[i] for _, i in option_names)
+    try:                        # most calls repeat their options: memoised by (type, value)
+        okey = (spec, tuple(map(type, vals)), vals)
+        base = _OPTIONS.get(okey)
+    except TypeError:           # an unhashable value (a list): built each time
+        okey = base = None
+    if base is None:
+        base = {n: plain(a) for (n, _), a in zip(option_names, vals)
+                if not isinstance(a, (NkiTensor, IndirectTensor))}
+        if okey is not None:
+            if len(_OPTIONS) >= MEMO_LIMIT:
+                _OPTIONS.clear()
+            _OPTIONS[okey] = base
+    options = dict(base)
+    for r, ops in got.items():
+        if not ops:
+            a = args[spec.index[r]]
+            if a is not None and not isinstance(a, (NkiTensor, IndirectTensor)):
+                options[r] = plain(a)
     if ins.extra:
         options.update(ins.extra)
     eng = ins.engine
-    return Instruction(op=spec.op, api=core.api or spec.api,
-                       engine=eng.name if isinstance(eng, _engine) else str(eng),
-                       core=core.core_id, seq=ins.seq, location=kernel_location(3),
-                       reads=reads, writes=writes, options=options)
+    # positional: (op, api, engine, core, seq, location, reads, writes, options)
+    return Instruction(spec.op, core.api or spec.api, eng.name if isinstance(eng, _engine) else str(eng),
+                       core.core_id, ins.seq, kernel_location(3), reads, writes, options)
+
+
+_OPTIONS: dict = {}     # (spec, option value types, option values) -> their plain() dict
+
+
+def _event_plan(spec: OpSpec) -> tuple:
+    """((read role, index), ...), ((write role, index), ...), ((option name, index), ...) of an
+    op, in parameter order (options: the parameters that are no role, ``name`` left out)."""
+    roles = set(spec.reads) | set(spec.writes)
+    return (tuple((r, spec.index[r]) for r in spec.reads),
+            tuple((r, spec.index[r]) for r in spec.writes),
+            tuple((n, i) for i, n in enumerate(spec.names) if n != "name" and n not in roles))
 
 
 def _role_operands(role: str, a) -> tuple:
     """The event operands of one role: a tensor, or each tensor of a (nested) list of them
     (``srcs[0]``, ``srcs_by_channel[1][0]``: the collectives' list parameters)."""
+    if type(a) is NkiTensor:
+        return (operand(role, a),)
     if isinstance(a, (list, tuple)):
         return tuple(o for i, x in enumerate(a) for o in _role_operands(f"{role}[{i}]", x))
     o = operand(role, a)
@@ -522,18 +573,32 @@ def operand(role: str, t) -> Operand | None:
         return None
     alloc = t.alloc
     if t.dynamic:
-        return _operand(role, t, alloc)
+        g = _geometry(role, t, alloc)
+        return Operand(g[0], g[1], g[2], g[3], g[4], alloc.id, *g[5:])
     ops = alloc.ops             # Operand is immutable: the same view in the same role is built once
     if ops is None:
         ops = alloc.ops = {}
     key = (role, t.offset, t.shape, t.strides, t.dtype)
     o = ops.get(key)
     if o is None:
-        o = ops[key] = _operand(role, t, alloc)
+        # a fresh allocation of a loop body's tile has the geometry of the last one: look it up
+        gkey = (key, alloc.buffer, alloc.shape[0] if alloc.shape else None, t.storage.size)
+        g = _GEOMETRY.get(gkey)
+        if g is None:
+            if len(_GEOMETRY) >= MEMO_LIMIT:
+                _GEOMETRY.clear()
+            g = _GEOMETRY[gkey] = _geometry(role, t, alloc)
+        o = ops[key] = Operand(g[0], g[1], g[2], g[3], g[4], alloc.id, *g[5:])
     return o
 
 
-def _operand(role: str, t, alloc) -> Operand:
+_GEOMETRY: dict = {}    # (view key, buffer, partitions, storage size) -> _geometry(...)
+
+
+def _geometry(role: str, t, alloc) -> tuple:
+    """Every ``Operand`` field of view ``t`` but ``alloc``, in field order (role, buffer, shape,
+    dtype, nbytes, partitions, contiguous_bytes, view, part_start, part_end, byte_start,
+    byte_end): what depends only on the view and its allocation's layout."""
     on_chip = t.on_chip
     isz = t.dtype.itemsize
     shape, strides = t.shape, t.strides
@@ -561,12 +626,10 @@ def _operand(role: str, t, alloc) -> Operand:
         else:
             p1 = 1
             b0, b1 = lo * ssz, (hi + 1) * ssz
-    return Operand(role=role, buffer=str(alloc.buffer), shape=shape, dtype=_dt.name(t.dtype),
-                   nbytes=t.size * isz, alloc=alloc.id, partitions=shape[0] if on_chip and shape else 1,
-                   contiguous_bytes=_contiguous(shape[1:] if on_chip else shape,
-                                                strides[1:] if on_chip else strides) * isz,
-                   part_start=p0, part_end=p1, byte_start=b0, byte_end=b1,
-                   view=(_offset(t.offset), t.strides))
+    return (role, str(alloc.buffer), shape, _dt.name(t.dtype), t.size * isz,
+            shape[0] if on_chip and shape else 1,
+            _contiguous(shape[1:] if on_chip else shape, strides[1:] if on_chip else strides) * isz,
+            (_offset(t.offset), t.strides), p0, p1, b0, b1)
 
 
 def _offset(offset) -> int | None:
@@ -589,8 +652,13 @@ def _contiguous(shape, strides) -> int:
     return run
 
 
+_PLAIN = frozenset((int, float, bool, str, type(None)))
+
+
 def plain(a):
     """An option value as a plain Python value (enums and tokens by name)."""
+    if type(a) in _PLAIN:
+        return a
     if isinstance(a, enum.Enum):
         return a.name
     if isinstance(a, _TOKEN_TYPES):

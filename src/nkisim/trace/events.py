@@ -15,9 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Operand:
-    """One tensor operand of an instruction.
+    """One tensor operand of an instruction (immutable by contract: events share operands, so
+    never assign to one; not ``frozen`` only because a frozen dataclass costs four times as
+    much to build, once per operand of every recorded instruction).
 
     ``role``: the parameter name (``dst``, ``data1``, ``stationary``, ...); ``buffer``: ``sbuf``,
     ``psum``, ``hbm``, ``shared_hbm`` or ``private_hbm``; ``shape``/``dtype`` (NKI name) of the
@@ -51,9 +53,9 @@ class Operand:
     byte_end: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Instruction:
-    """One executed instruction.
+    """One executed instruction (immutable by contract, like ``Operand``).
 
     ``op``: the ISA instruction (``nc_matmul``); ``api``: what the kernel called (``nisa.nc_matmul``,
     ``nl.load``); ``engine``: the concrete ``nisa.engine`` name that ran it (tensor, vector, scalar,

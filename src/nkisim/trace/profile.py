@@ -124,8 +124,17 @@ class Profile:
         peak, bw = timeline.peak_flops_per_ns, timeline.hbm_bytes_per_ns
         self.hfu = self.flops / (peak * total) if peak > 0 and total > 0 else 0.0
         self.mbu = self.hbm_bytes / (bw * total) if bw > 0 and total > 0 else 0.0
-        self.critical_path = critical_path(timeline)
-        self.warnings = advice.warnings_for(timeline)
+
+    @functools.cached_property
+    def critical_path(self) -> list:
+        """``records`` indices of the critical path, first to last (``critical_path``; built on
+        first use)."""
+        return critical_path(self.timeline)
+
+    @functools.cached_property
+    def warnings(self) -> list:
+        """``trace.advice.warnings_for(timeline)`` (built on first use)."""
+        return advice.warnings_for(self.timeline)
 
     # ---- tables ------------------------------------------------------------------------------
     def line_times(self) -> list:

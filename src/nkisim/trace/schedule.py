@@ -91,14 +91,13 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
     left = nbytes
     while True:
         nb = b
-        if len(pipes) == 1:
-            nb = pipes[0][0].first_free(nb)
-        else:
-            while True:                  # skip buckets some pipe has full
-                for p, _ in pipes:
+        moved = True
+        while moved:                     # skip buckets some pipe has full
+            moved = False
+            for p, _ in pipes:
+                if nb in p.full:
                     nb = p.first_free(nb)
-                if all(nb not in p.full for p, _ in pipes):
-                    break
+                    moved = len(pipes) > 1
         if nb != b:
             b, t = nb, nb * w
         bend = (b + 1) * w
@@ -239,18 +238,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
     waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
 
-    while True:
-        live = [c for c in cores if pos[c] < len(per_core[c]) and state[c].pending is None]
-        if not live:
-            if not waiting:
-                break
-            key = min(waiting)       # release the oldest rendezvous (partners finished or absent)
-            _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
-            continue
-        c = live[0] if len(live) == 1 else min(live, key=lambda k: (state[k].frontier, k))
-        st = state[c]
-        idx = per_core[c][pos[c]]
-        ev = events[idx]
+    def cost_of(ev):
         try:
             ck = (ev.op, ev.engine,
                   tuple([(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.partitions, o.contiguous_bytes)
@@ -263,6 +251,28 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
                 co = memo[ck] = cost(ev, t)
         except TypeError:               # an unhashable option value: no memo
             co = cost(ev, t)
+        return co
+
+    if len(cores) == 1:         # one core: its events in order, no rendezvous
+        st = state[cores[0]]
+        for idx, ev in enumerate(events):
+            co = cost_of(ev)
+            if co.peak_flops_per_ns > peak_mode and co.flops:
+                peak_mode = co.peak_flops_per_ns
+            _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, 0.0)
+    while len(cores) > 1:
+        live = [c for c in cores if pos[c] < len(per_core[c]) and state[c].pending is None]
+        if not live:
+            if not waiting:
+                break
+            key = min(waiting)       # release the oldest rendezvous (partners finished or absent)
+            _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
+            continue
+        c = live[0] if len(live) == 1 else min(live, key=lambda k: (state[k].frontier, k))
+        st = state[c]
+        idx = per_core[c][pos[c]]
+        ev = events[idx]
+        co = cost_of(ev)
         if co.peak_flops_per_ns > peak_mode and co.flops:
             peak_mode = co.peak_flops_per_ns
         if ev.op in _SYNC_OPS and len(cores) > 1:
@@ -346,8 +356,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     st.frontier = end
     if st.latest[1] is None or end >= st.latest[0]:
         st.latest = (end, idx)
-    spans[idx] = Span(event=ev, track=track, start_ns=start, end_ns=end, flops=co.flops,
-                      hbm_bytes=co.hbm_bytes, waited_on=waited, why=why)
+    spans[idx] = Span(ev, track, start, end, co.flops, co.hbm_bytes, waited, why)
 
 
 def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rate) -> None:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from .events import Instruction
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Span:
-    """One instruction placed on the timeline.
+    """One instruction placed on the timeline (immutable by contract; not ``frozen`` because a
+    frozen dataclass costs several times as much to build, once per instruction).
 
     ``event``: the instruction; ``track``: where it ran (see the module docstring);
     ``start_ns``/``end_ns``: estimated device time; ``flops``: floating-point operations done on
