@@ -4,8 +4,9 @@ once, then alternates one simulator run and one reference run several times (int
 machine's speed drift hits both series alike); the figure is the ratio of the two medians.
 Prints a table and writes the figures as JSON.
 
-Two cases have another baseline: ``lnc2_add`` (the LNC1 simulation) and
-``profile512_fp32_tutorial_tiled`` (``nki.simulate`` of the same kernel: what the estimate costs).
+Three cases have another baseline: ``lnc2_add`` (the LNC1 simulation),
+``profile512_fp32_tutorial_tiled`` (``nki.simulate`` of the same kernel: what the estimate costs)
+and ``timing_only2048_bf16`` (``nki.simulate`` of the same kernel: what ``compute=False`` saves).
 
 Usage: python benchmarks/run.py [--quick] [--json PATH] [--only NAME,...]
 """
@@ -33,7 +34,8 @@ import nkisim.nki as nki  # noqa: E402
 BF16 = ml_dtypes.bfloat16
 TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnorm": 3.0,
            "tensor_tensor_overhead": 2.0, "matmul512_fp32_tutorial_tiled": 2.0,
-           "matmul512_fp32_tutorial_hoist": 2.0, "profile512_fp32_tutorial_tiled": 1.5}
+           "matmul512_fp32_tutorial_hoist": 2.0, "profile512_fp32_tutorial_tiled": 1.5,
+           "timing_only2048_bf16": 0.1}
 # matmul512_fp32_tutorial_nl has no target: by the nl API's definition each K step makes a new
 # PSUM tile (nl.matmul) and adds it to the accumulator (+=), one more tile write and add per step
 # than nc_matmul's in-place accumulation; it is measured and reported (README).
@@ -215,6 +217,19 @@ def case_profile_timing_only(m=4096, k=8192, n=8192):
                           "timing": "one run each"}
 
 
+def case_timing_only_vs_compute(repeat, n=2048):
+    """``nkisim.profile(compute=False)`` vs ``nki.simulate`` of the bf16 tiled matmul (n, n, n):
+    what skipping the arithmetic saves (target: at least 10x faster, a ratio <= 0.1)."""
+    import nkisim
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32).astype(BF16)
+    b = rng.standard_normal((n, n), dtype=np.float32).astype(BF16)
+    sim = nki.simulate(kernels.matmul_tiled)
+    prof = nkisim.profile(kernels.matmul_tiled, compute=False)
+    t_prof, t_sim, timing = interleaved_times(lambda: prof(a, b), lambda: sim(a, b), repeat)
+    return t_prof, t_sim, {"estimate_us": prof(a, b).total_us, **timing}
+
+
 def case_memory(n=2048):
     """(peak bytes allocated during the simulation, input bytes, input + output bytes) in a fresh
     process. The peak counts NumPy buffers and Python objects, traced by tracemalloc from the
@@ -260,10 +275,12 @@ def main(argv=None):
         ("lnc2_add", "LNC1 simulation", lambda: case_lnc2(rep)),
         ("profile512_fp32_tutorial_tiled", "nki.simulate, same kernel", lambda: case_profile(rep512)),
         ("profile_4096x8192x8192_bf16_timing_only", "one numpy.matmul fp32", case_profile_timing_only),
+        ("timing_only2048_bf16", "nki.simulate, same kernel", lambda: case_timing_only_vs_compute(max(1, rep // 2))),
         ("tiny_llama_decode", "PyTorch fallbacks, per token", lambda: case_tiny_llama(rep)),
     ]
     if args.quick:
-        cases = [c for c in cases if c[0] not in ("matmul2048_bf16", "profile_4096x8192x8192_bf16_timing_only")]
+        cases = [c for c in cases if c[0] not in ("matmul2048_bf16", "profile_4096x8192x8192_bf16_timing_only",
+                                                  "timing_only2048_bf16")]
     results = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
                            "cpu_count": os.cpu_count()}, "cases": {}}
     rows = []

@@ -460,3 +460,5 @@ def test_profile_cases_measure_the_estimate_against_simulate_and_numpy(run_mod):
     assert t_prof > 0 and t_np > 0 and extra["shape"] == [128, 256, 512]
     assert extra["instructions"] == 2 + 2 + 2 + 1 + 1   # 2 lhsT + 2 rhs loads, 2 matmuls, copy, store
     assert extra["estimate_us"] > 0
+    t_timing, t_sim, extra = run_mod.case_timing_only_vs_compute(1, n=512)
+    assert t_timing > 0 and t_sim > 0 and extra["estimate_us"] > 0
