@@ -159,9 +159,10 @@ def case_lnc2(repeat):
 
 
 def case_lnc2_launch(repeat):
-    """An LNC2 launch of a trivial kernel against an LNC1 launch of it: what the second core
-    costs when there is almost no work (issue 14: target <= 1.5)."""
-    a = np.arange(8, dtype=np.float32).reshape(1, 8)
+    """An LNC2 launch of a trivial kernel (two rows copied, one per core) against an LNC1 launch
+    of it (both rows on one core): what the second core costs when there is almost no work
+    (issue 14: target <= 1.5)."""
+    a = np.arange(16, dtype=np.float32).reshape(2, 8)
     lnc1 = nki.simulate(kernels.trivial)
     lnc2 = nki.simulate(kernels.trivial)[2]
     np.testing.assert_array_equal(lnc2(a), a)

@@ -470,7 +470,6 @@ def _check_result(value, func) -> None:
 def _quiet(func):
     """``func`` run under ``np.errstate(all="ignore")`` (for an LNC2 core: NumPy's error state
     lives in the contextvars context, and each core runs in a fresh one)."""
-    @functools.wraps(func)
     def run_quietly(*args, **kwargs):
         with np.errstate(all="ignore"):
             return func(*args, **kwargs)
