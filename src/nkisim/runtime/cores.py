@@ -184,12 +184,6 @@ class Rendezvous:
     def back(self, core_id: int) -> None:
         self.away[core_id] = None
 
-    def peer_can_run(self, core_id: int) -> bool:
-        """The other core of this launch has not finished and does not wait at a collective
-        (a collective waiter of a multi-rank World decides itself, see ``World.meet``)."""
-        peer = 1 - core_id
-        return not self.finished[peer] and self.away[peer] is None
-
     # ---- points -------------------------------------------------------------------------------
     def _post(self, core_id: int, channel, payload) -> tuple:
         """Post this core's next call on ``channel``; the key of the peer's matching call."""

@@ -1,8 +1,8 @@
 """Multi-rank launches: N ranks of one kernel in one process, each with its own HBM, and the
 rendezvous (``World``) where their ``nki.collectives`` instructions meet.
 
-Each rank is one ordinary launch (``launch.run``: LNC1 in the rank's thread, LNC2 as two core
-threads), given its own copies of the arguments, so ranks share nothing but the World. A rank
+Each rank is one ordinary launch (``launch.run``) in a thread of its own (LNC2: its two cores
+run cooperatively in that thread, ``cores``), given its own copies of the arguments, so ranks share nothing but the World. A rank
 that fails stops every other rank at its next instruction or sync point; the caller's arrays are
 written only after every rank succeeded. Imports state, errors, config, runtime.launch/cores.
 """
