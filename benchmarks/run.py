@@ -4,7 +4,8 @@ once, then alternates one simulator run and one reference run several times (int
 machine's speed drift hits both series alike); the figure is the ratio of the two medians.
 Prints a table and writes the figures as JSON.
 
-Three cases have another baseline: ``lnc2_add`` (the LNC1 simulation),
+Four cases have another baseline: ``lnc2_add`` (the LNC1 simulation), ``lnc2_launch_trivial``
+(an LNC1 launch of the same trivial kernel),
 ``profile512_fp32_tutorial_tiled`` (``nki.simulate`` of the same kernel: what the estimate costs)
 and ``timing_only2048_bf16`` (``nki.simulate`` of the same kernel: what ``compute=False`` saves).
 
@@ -35,7 +36,7 @@ BF16 = ml_dtypes.bfloat16
 TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnorm": 3.0,
            "tensor_tensor_overhead": 2.0, "matmul512_fp32_tutorial_tiled": 2.0,
            "matmul512_fp32_tutorial_hoist": 2.0, "profile512_fp32_tutorial_tiled": 1.5,
-           "timing_only2048_bf16": 0.1}
+           "timing_only2048_bf16": 0.1, "lnc2_launch_trivial": 1.5}
 # matmul512_fp32_tutorial_nl has no target: by the nl API's definition each K step makes a new
 # PSUM tile (nl.matmul) and adds it to the accumulator (+=), one more tile write and add per step
 # than nc_matmul's in-place accumulation; it is measured and reported (README).
@@ -157,6 +158,19 @@ def case_lnc2(repeat):
     return t2, t1, {"baseline": "LNC1 simulation of the same kernel", **timing}
 
 
+def case_lnc2_launch(repeat):
+    """An LNC2 launch of a trivial kernel (two rows copied, one per core) against an LNC1 launch
+    of it (both rows on one core): what the second core costs when there is almost no work
+    (issue 14: target <= 1.5)."""
+    a = np.arange(16, dtype=np.float32).reshape(2, 8)
+    lnc1 = nki.simulate(kernels.trivial)
+    lnc2 = nki.simulate(kernels.trivial)[2]
+    np.testing.assert_array_equal(lnc2(a), a)
+    np.testing.assert_array_equal(lnc1(a), a)
+    t2, t1, timing = interleaved_times(lambda: lnc2(a), lambda: lnc1(a), repeat * 20)
+    return t2, t1, {"baseline": "LNC1 launch of the same kernel", **timing}
+
+
 def case_example(name, repeat):
     """Time a kernel from nkisim.examples against its NumPy reference."""
     import importlib
@@ -273,6 +287,7 @@ def main(argv=None):
         ("rmsnorm", "NumPy RMSNorm", lambda: case_example("rmsnorm", rep)),
         ("tensor_tensor_overhead", "1000 NumPy adds", lambda: case_overhead(rep)),
         ("lnc2_add", "LNC1 simulation", lambda: case_lnc2(rep)),
+        ("lnc2_launch_trivial", "LNC1 launch", lambda: case_lnc2_launch(rep)),
         ("profile512_fp32_tutorial_tiled", "nki.simulate, same kernel", lambda: case_profile(rep512)),
         ("profile_4096x8192x8192_bf16_timing_only", "one numpy.matmul fp32", case_profile_timing_only),
         ("timing_only2048_bf16", "nki.simulate, same kernel", lambda: case_timing_only_vs_compute(max(1, rep // 2))),

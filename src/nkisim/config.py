@@ -196,8 +196,9 @@ class Settings:
               "(default 1; results are bit-identical either way)",
         env=("NKISIM_FAST_PATHS",), parse=_flag)
     barrier_timeout_s: float = _knob(
-        30.0, "longest wait at an LNC2 sync point or a collective, in seconds, while no other core "
-              "or rank issues an instruction, before `DeadlockError` (default 30)")
+        30.0, "longest wait at a collective of a multi-rank launch, in seconds, while no other "
+              "core or rank issues an instruction, before `DeadlockError` (default 30; the cores of "
+              "one LNC2 launch run in one thread and report a deadlock at once)")
     max_loop_iterations: int = _knob(
         1_000_000, "most iterations of one dynamic loop (`while reg:`, `nl.while_loop`, "
                    "`nl.dynamic_range`, `nl.fori_loop`) before `LoopLimitError`, a positive integer "

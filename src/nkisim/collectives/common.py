@@ -209,8 +209,7 @@ def _next_epoch(core) -> None:
     """Both cores of an LNC2 rank met (like a core_barrier): a new race-check epoch."""
     sync = core.launch.sync
     if sync is not None:
-        with sync.cond:
-            sync.rounds[core.core_id] += 1
+        sync.rounds[core.core_id] += 1
 
 
 def _validate(ins, posts, members, lnc, where):

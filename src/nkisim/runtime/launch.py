@@ -1,8 +1,9 @@
 """One kernel call: bind arguments to HBM tensors, run the body on each LNC core, copy results back.
 
-LNC1 runs in the calling thread (so ``breakpoint()`` works); LNC2 runs one thread per core with
-``program_id`` 0 and 1, shared ``shared_hbm``, and a rendezvous for ``core_barrier``/``sendrecv``
-that fails with DeadlockError (never hangs) when a core finishes or waits too long (``cores``).
+LNC1 runs in the calling thread (so ``breakpoint()`` works); LNC2 runs its two cores
+cooperatively in the calling thread too (``cores``: greenlets, switching only where a core waits)
+with ``program_id`` 0 and 1, shared ``shared_hbm``, and a rendezvous for ``core_barrier``/``sendrecv``
+that fails with DeadlockError (never hangs) as soon as no core can progress.
 Imports memory, state, config, arch, errors; never torch (torch tensors go through ``adapters``).
 """
 from __future__ import annotations
@@ -467,9 +468,8 @@ def _check_result(value, func) -> None:
 
 
 def _quiet(func):
-    """``func`` run under ``np.errstate(all="ignore")`` (for a core's own thread: NumPy's error
-    state is per thread and a new thread starts from the default)."""
-    @functools.wraps(func)
+    """``func`` run under ``np.errstate(all="ignore")`` (for an LNC2 core: NumPy's error state
+    lives in the contextvars context, and each core runs in a fresh one)."""
     def run_quietly(*args, **kwargs):
         with np.errstate(all="ignore"):
             return func(*args, **kwargs)
@@ -497,8 +497,8 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     then "all" raises one FindingsError holding them all (the caller's arrays restored: a kernel
     whose rules broke does not look like a success), "warn" returns normally.
     Decision: NumPy's floating-point warnings (NaN/inf arithmetic, casts) are silenced for the
-    whole launch (``np.errstate(all="ignore")``, entered once per launch and once per LNC2 core
-    thread): NaN and inf are values the hardware computes, not errors of the caller's code.
+    whole launch (``np.errstate(all="ignore")``, entered once per launch and once per LNC2
+    core): NaN and inf are values the hardware computes, not errors of the caller's code.
     Raises: any NkiError from the kernel; FindingsError (findings="all"); KernelArgumentError for a
     list argument; CapacityError for an argument larger than the target's HBM; MemorySpaceError
     for an on-chip result; UnsupportedError for an LNC the target lacks (located at the kernel's
@@ -645,23 +645,8 @@ def _gc_paused(enabled: bool = True):
                 gc.enable()
 
 
-_BLAS = None
-
-
-def _blas_share(n_cores: int):
-    """Decision: while n simulated cores run as threads, each core's BLAS gets cpu_count // n
-    threads (at least 1), so the cores do not oversubscribe the CPU (many small matmuls otherwise
-    stall on a 2-CPU machine). The limit is process-wide and lifted when the launch ends."""
-    global _BLAS
-    if _BLAS is None:
-        from threadpoolctl import ThreadpoolController
-        _BLAS = ThreadpoolController()
-    return _BLAS.limit(limits=max(1, (os.cpu_count() or 1) // n_cores), user_api="blas")
-
-
 def _run_lnc(func, args, kwargs, launch):
-    with _blas_share(launch.lnc):
-        return run_cores(func, args, kwargs, launch, _finish_core)
+    return run_cores(func, args, kwargs, launch, _finish_core)
 
 
 __all__ = ["run", "Rendezvous", "ADAPTERS"]

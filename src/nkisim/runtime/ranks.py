@@ -1,8 +1,8 @@
 """Multi-rank launches: N ranks of one kernel in one process, each with its own HBM, and the
 rendezvous (``World``) where their ``nki.collectives`` instructions meet.
 
-Each rank is one ordinary launch (``launch.run``: LNC1 in the rank's thread, LNC2 as two core
-threads), given its own copies of the arguments, so ranks share nothing but the World. A rank
+Each rank is one ordinary launch (``launch.run``) in a thread of its own (LNC2: its two cores
+run cooperatively in that thread, ``cores``), given its own copies of the arguments, so ranks share nothing but the World. A rank
 that fails stops every other rank at its next instruction or sync point; the caller's arrays are
 written only after every rank succeeded. Imports state, errors, config, runtime.launch/cores.
 """
@@ -145,7 +145,8 @@ class World:
             key = (channel, r)
             box = self.posts.setdefault(key, {})
             if sync is not None:     # LNC2: the other core may take the shared-HBM turns meanwhile
-                sync.leave(core.core_id, lambda: len(box) == len(parts))
+                sync.leave(core.core_id, lambda: len(box) == len(parts), op, where,
+                           lambda c: (rank, c) not in box)
             box[me] = payload
             self.posted += 1
             self.cond.notify_all()
@@ -172,11 +173,32 @@ class World:
                         seen, since = progress, now
                     elif now - since >= self.timeout and me == min(self.waiting):
                         raise DeadlockError(op, self._describe_timeout(me, missing, members), where=where)
-                    self.cond.wait(_POLL_S)
+                    if sync is not None and self._sibling_may_act(me, sync, stuck):
+                        self.cond.release()        # the other core of this launch runs (cooperative
+                        try:                       # cores, runtime.cores): it may post, report or fail
+                            sync.pause()
+                        finally:
+                            self.cond.acquire()
+                    else:
+                        self.cond.wait(_POLL_S)
             finally:
                 self.waiting.pop(me, None)
                 if sync is not None:
                     sync.back(core.core_id)
+
+    def _sibling_may_act(self, me, sync, stuck) -> bool:
+        """(LNC2, holding ``cond``) The other core of this rank, suspended in this thread while
+        ``me`` waits, should run now: it is not waiting at a collective, or the one it waits at
+        is complete, or it is the one to report a deadlock or a timeout."""
+        sib = (me[0], 1 - me[1])
+        if sync.finished[sib[1]]:
+            return False
+        w = self.waiting.get(sib)
+        if w is None:
+            return True
+        if len(self.posts.get(w[0], ())) == len(w[1]):
+            return True
+        return (stuck is not None and sib in stuck and sib == min(stuck)) or sib == min(self.waiting)
 
     def _progress(self) -> tuple:
         """What changes while any rank progresses: every core's instruction count, the posts."""
