@@ -72,3 +72,28 @@ def tensor_tensor_loop(a, b, n):
         nisa.tensor_tensor(dst=tc, data1=ta, data2=tb, op=nl.add)
     nisa.dma_copy(dst=out, src=tc)
     return out
+
+
+def partial_tile_loop(a, b, n):
+    """n tensor_tensor adds on partial views of one (128, 512) tile pair: even steps add the
+    (64, 256) corner, odd steps a (128, 128) column block (one of four, in turn); returns the
+    destination tile (never-written elements keep the sentinel, so it is fully written first)."""
+    P, F = a.shape
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    tc = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    nisa.tensor_tensor(dst=tc, data1=ta, data2=tb, op=nl.subtract)
+    W = F // 4
+    for i in range(n):
+        if i % 2 == 0:
+            nisa.tensor_tensor(dst=tc[0:P // 2, 0:F // 2], data1=ta[0:P // 2, 0:F // 2],
+                               data2=tb[0:P // 2, 0:F // 2], op=nl.add)
+        else:
+            j = (i // 2) % 4
+            nisa.tensor_tensor(dst=tc[:, j * W:(j + 1) * W], data1=ta[:, j * W:(j + 1) * W],
+                               data2=tb[:, j * W:(j + 1) * W], op=nl.add)
+    nisa.dma_copy(dst=out, src=tc)
+    return out

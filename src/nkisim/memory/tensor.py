@@ -67,7 +67,13 @@ class Allocation:
 
         Once only, under a lock: LNC2 cores run as threads and share HBM allocations, so two
         cores may both see ``pending``; without the re-check one would wipe the other's rows.
+        A core's own allocation (``core_id`` set) is touched by that core only: no lock.
         """
+        if self.core_id is not None:
+            if self.pending:
+                self.storage[...] = _dt.sentinel(self.dtype)
+                self.pending = False
+            return
         with _FILL_LOCK:
             if self.pending:
                 self.storage[...] = _dt.sentinel(self.dtype)
@@ -151,7 +157,7 @@ class NkiTensor:
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
     __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
-                 "dynamic")
+                 "dynamic", "_views")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -165,6 +171,7 @@ class NkiTensor:
         self._sig = None        # static signature for the rule memo (isa.dispatch._key), if built
         self.oob = None         # a dynamic-offset view outside its storage: the BoundsError's text
         self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
+        self._views = None      # static index key -> the view ``self[key]`` built before (__getitem__)
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -393,6 +400,25 @@ class NkiTensor:
         op = "tensor indexing"
         if type(key) is not tuple:
             key = (key,)
+        memo = _memo_key(key) if not self.dynamic and self.oob is None else None
+        if memo is not None:
+            views = self._views
+            if views is not None:
+                hit = views.get(memo)
+                if hit is not None:
+                    return hit
+        t = self._index_view(key, op)
+        if memo is not None:
+            views = self._views
+            if views is None:
+                views = self._views = {}
+            elif len(views) >= _VIEW_MEMO_LIMIT:
+                views.clear()
+            views[memo] = t
+        return t
+
+    def _index_view(self, key: tuple, op: str) -> "NkiTensor":
+        """``__getitem__``'s view of ``key`` (a tuple), built and checked."""
         ndim = len(self.shape)
         for j, k in enumerate(key):
             if k is Ellipsis:
@@ -791,6 +817,33 @@ class NkiTensor:
 
     def indirect(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
+
+
+_VIEW_MEMO_LIMIT = 256     # memoised index views kept per tensor; a full table starts over
+
+
+def _memo_key(key: tuple):
+    """A hashable key for a static index (Python ints, None-or-int slices, ``...``), or None.
+
+    Decision (speed; no visible effect): a view is immutable, so ``t[key]`` with the same static
+    key returns the view built the first time (``NkiTensor._views``; it sees every later write,
+    sharing the storage). A tensor lives within one launch, so the memo does too. Anything else
+    (NumPy integers, ``nl.ds``, bools, floats) is not memoised: equal hashes (``True == 1``,
+    ``1.0 == 1``) must not find a checked entry."""
+    out = []
+    for k in key:
+        tk = type(k)
+        if tk is slice:
+            a, b, c = k.start, k.stop, k.step
+            if ((a is not None and type(a) is not int) or (b is not None and type(b) is not int)
+                    or (c is not None and type(c) is not int)):
+                return None
+            out.append((a, b, c))
+        elif tk is int or k is Ellipsis:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
 
 
 def _tile_op(name, x, *y, inplace=False):
