@@ -114,8 +114,14 @@ class Rec:
         self.read_at = c
         pend = self.pend
         if pend:                    # sinkable if no source was written after the write read it
-            self.sink_ok = all(s.last_write <= wc for wc, srcs in pend for s in srcs)
-            self.srcs = tuple({s for _, srcs in pend for s in srcs})
+            ok, seen = True, set()
+            for wc, srcs in pend:   # (loops, not generators: once per tile of every kernel)
+                for s in srcs:
+                    if s.last_write > wc:
+                        ok = False
+                    seen.add(s)
+            self.sink_ok = ok
+            self.srcs = tuple(seen)
             self.pend = None
 
     def birth(self):
@@ -124,8 +130,12 @@ class Rec:
             return None
         if self.read_at is None:        # only written (and stored): one instant, its last access
             return self.last
-        if self.sink_ok and all(s.last >= self.read_at for s in self.srcs):
-            return self.read_at
+        if self.sink_ok:
+            read_at = self.read_at
+            for s in self.srcs:
+                if s.last < read_at:
+                    return self.born
+            return read_at
         return self.born
 
     def overlaps(self, other) -> bool:
