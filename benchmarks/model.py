@@ -19,7 +19,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 def measure(dtype=torch.float32, n_new: int = 8, repeat: int = 3, compiled: str | None = None) -> dict:
     """Per mode, the median over ``repeat`` generations of decode seconds per generated token (and
-    prefill seconds); checks the tokens agree with the fallback's. Returns
+    prefill seconds), the modes' generations interleaved (one of each mode per round); checks the
+    tokens agree with the fallback's. Returns
     {mode: {"s_per_token", "prefill_s", "tokens", "max_abs_logit_diff"}}."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -27,8 +28,10 @@ def measure(dtype=torch.float32, n_new: int = 8, repeat: int = 3, compiled: str 
     out = {}
     try:
         with threadpool_limits(limits=1):
-            runs = {m: [run_mode(m, dtype=dtype, n_new=n_new, backend=compiled or "inductor")
-                        for _ in range(repeat)] for m in modes}
+            runs = {m: [] for m in modes}
+            for _ in range(repeat):         # interleaved: a slow spell of the machine hits every mode
+                for m in modes:
+                    runs[m].append(run_mode(m, dtype=dtype, n_new=n_new, backend=compiled or "inductor"))
     finally:
         torch.set_num_threads(threads)
     ref = runs["fallback"][0].generation

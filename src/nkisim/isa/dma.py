@@ -144,6 +144,14 @@ def _copy_rows(ins, dst, src, scatter, skip):
     ok = valid_rows(ind, op, skip)
     idx = ind.row_indices()
     same = dst.dtype == src.dtype
+    if not scatter and same and plain.on_chip and _can_gather_at_once(ins, ind):
+        _gather_runs(ind, plain, ok, idx, op)
+    else:
+        _rows_one_by_one(ind, plain, ok, idx, scatter, same, op)
+    ins.note(indirect=True, rows=int(ok.sum()))
+
+
+def _rows_one_by_one(ind, plain, ok, idx, scatter, same, op):
     for w in np.flatnonzero(ok):
         part = plain[w:w + 1]
         base_row = ind.row_view(int(idx[w]), op)
@@ -151,7 +159,46 @@ def _copy_rows(ins, dst, src, scatter, skip):
             write(base_row, read_raw(part) if same else read_f32(part))
         else:
             write(part, read_raw(base_row) if same else read_f32(base_row))
-    ins.note(indirect=True, rows=int(ok.sum()))
+
+
+def _can_gather_at_once(ins, ind) -> bool:
+    """A same-dtype gather into an on-chip tile (which cannot overlap the HBM base) may read
+    every row in one NumPy indexing and write each run of consecutive destination rows at once
+    (fast path): the base has no pending fill, deferred
+    copy or dynamic offset, and no access hook but the LNC2 shared-HBM turn (no race detection,
+    no strict uninitialised reads)."""
+    core = ins.core
+    if not core.fast:
+        return False
+    s = core.settings
+    if s.detect_races or s.uninitialized_reads == "raise":
+        return False
+    base = ind.base
+    ba = base.alloc
+    return (not ba.pending and ba.lazy is None and ba.init is None and not base.dynamic
+            and base.oob is None)
+
+
+def _gather_runs(ind, plain, ok, idx, op):
+    """``_rows_one_by_one`` for a gather, bit-identically: the same values in the same rows
+    (raw copies), each run of consecutive valid rows written with one ``write`` (the same
+    elements in the same flat order), the base's access hook called once, at the first read."""
+    rows = np.flatnonzero(ok)
+    if not rows.size:
+        return
+    base = ind.base
+    watch = base.alloc.watch
+    if watch is not None:           # the LNC2 shared-HBM turn (race detection is off)
+        watch(ind.row_view(int(idx[rows[0]]), op), "r", False)
+    inner = np.zeros(1, np.int64)
+    for n, step in zip(ind.shape[1:] or (1,), ind.steps[1:] or (1,)):
+        inner = (inner[:, None] + np.arange(n, dtype=np.int64) * step).reshape(-1)
+    starts = ind.offset + idx[rows] * ind.row_step
+    values = base.storage[starts[:, None] + inner[None, :]]
+    cuts = np.flatnonzero(np.diff(rows) != 1) + 1
+    for i, j in zip((0, *cuts.tolist()), (*cuts.tolist(), rows.size)):
+        a = int(rows[i])
+        write(plain[a:a + (j - i)], values[i:j])
 
 
 def _dynamic(t) -> bool:

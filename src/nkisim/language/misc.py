@@ -23,6 +23,8 @@ from .creation import _Keywords, unknown_keyword
 def ds(start, size):
     """``nl.ds(start, size)`` is the slice ``start:start + size``; with a runtime start (a register
     or a 1-element tile) a ``DynamicSlice``, whose bounds the using instruction checks."""
+    if type(start) is int and type(size) is int:        # the common case, first
+        return slice(start, start + size)
     if hasattr(start, "shape") or type(start).__name__ == "VirtualRegister":
         from ..memory.tensor import DynamicSlice
         return DynamicSlice(start, int(size))

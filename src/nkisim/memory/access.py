@@ -298,10 +298,12 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
         core.launch.count("storage_pool")
     if storage is None:
         storage = staggered(lay.n, lay.sdt)
-    alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(),
+    alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(3),
                        settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
     #                             write covers the whole allocation (see write / NkiTensor.np)
+    if core_id is not None and core.fast:
+        alloc.parts = ()        # partial writes may postpone the fill (Allocation.wrote_part)
     alloc.pool = pool           # on-chip storage is recycled when the allocation dies
     core.serial += 1
     alloc.serial = core.serial
@@ -472,7 +474,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         alloc.watch(t, "w", (matmul and not overwrite) or reduction)
     if alloc.pending:
         if add:
-            alloc.fill()
+            alloc.fill(t)
         else:
             _settle(t)
     lazy = alloc.lazy
@@ -680,19 +682,33 @@ def _written(t: NkiTensor) -> np.ndarray:
 
 
 def _settle(t: NkiTensor) -> None:
-    """Before a first write: skip the sentinel fill when the write covers the whole allocation."""
+    """Before a write while the sentinel fill is pending: skip it when the write covers the whole
+    allocation; else fill now or remember the view written (``Allocation.wrote_part``)."""
     if _whole(t):
         t.alloc.skip_fill()
     else:
-        t.alloc.fill()
+        t.alloc.wrote_part(t)
 
 
 def _whole(t: NkiTensor) -> bool:
-    """True when the view covers its allocation's storage exactly (cached on the view)."""
+    """True when the view covers its allocation's storage exactly (cached on the view, and per
+    view geometry and storage size)."""
     w = t._whole
     if w is None:
-        w = t._whole = t.storage is t.alloc.storage and t.covers_all()
+        if t.storage is not t.alloc.storage:
+            w = False
+        else:
+            key = (t.shape, t.strides, t.offset, t.storage.size)
+            w = _COVERS.get(key)
+            if w is None:
+                if len(_COVERS) >= 1 << 16:
+                    _COVERS.clear()
+                w = _COVERS[key] = t.covers_all()
+        t._whole = w
     return w
+
+
+_COVERS: dict = {}      # (shape, strides, offset, storage size) -> NkiTensor.covers_all()
 
 
 def matmul_flags(t: NkiTensor):

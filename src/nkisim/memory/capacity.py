@@ -114,8 +114,14 @@ class Rec:
         self.read_at = c
         pend = self.pend
         if pend:                    # sinkable if no source was written after the write read it
-            self.sink_ok = all(s.last_write <= wc for wc, srcs in pend for s in srcs)
-            self.srcs = tuple({s for _, srcs in pend for s in srcs})
+            ok, seen = True, set()
+            for wc, srcs in pend:   # (loops, not generators: once per tile of every kernel)
+                for s in srcs:
+                    if s.last_write > wc:
+                        ok = False
+                    seen.add(s)
+            self.sink_ok = ok
+            self.srcs = tuple(seen)
             self.pend = None
 
     def birth(self):
@@ -124,8 +130,12 @@ class Rec:
             return None
         if self.read_at is None:        # only written (and stored): one instant, its last access
             return self.last
-        if self.sink_ok and all(s.last >= self.read_at for s in self.srcs):
-            return self.read_at
+        if self.sink_ok:
+            read_at = self.read_at
+            for s in self.srcs:
+                if s.last < read_at:
+                    return self.born
+            return read_at
         return self.born
 
     def overlaps(self, other) -> bool:
@@ -291,36 +301,45 @@ class CoreMemory:
         # live totals: area (partitions x bytes); bytes of the tiles wider than half the partitions
         # (every placement of one covers the middle partitions); partitions of the tiles longer
         # than half a partition (no two of them can share a partition)
+        # (the helpers _area, _mid and _wide inlined: one pass per allocation of every kernel)
         used = mid = wide = 0
+        pmax = t.pmax
+        heappop, heappush = heapq.heappop, heapq.heappush
         for r in recs:
-            while live and live[0][0] < r.born:
-                x = heapq.heappop(live)[2]
-                used, mid, wide = used - _area(x), mid - _mid(x, half), wide - _wide(x, limit)
-            if self._overlap(r, live, t, record):
+            born = r.born
+            while live and live[0][0] < born:
+                x = heappop(live)
+                used, mid, wide = used - x[3], mid - x[4], wide - x[5]
+            if r.address is not None and self._overlap(r, live, t, record):
                 continue
-            if r.nbytes > limit:
+            nbytes = r.nbytes
+            if nbytes > limit:
                 self._fail(CapacityError(
-                    "nl.ndarray", f"sbuf allocation {r.label} needs {r.nbytes} bytes per partition but a "
+                    "nl.ndarray", f"sbuf allocation {r.label} needs {nbytes} bytes per partition but a "
                                   f"partition holds {limit} on {t.name}", where=r.where), record)
                 continue
+            parts = int(r.shape[0]) if r.shape else 1
+            area = parts * nbytes
+            r_mid = nbytes if parts > half else 0
+            r_wide = parts if 2 * nbytes > limit else 0
             why = None
-            if used + _area(r) > total:
-                why = f"{used} of {total} bytes of SBUF ({t.pmax} partitions x {limit}) are live"
-            elif _mid(r, half) and mid + r.nbytes > limit:
-                why = (f"tiles of more than {half} partitions, which all cover partitions {t.pmax - half - 1} "
+            if used + area > total:
+                why = f"{used} of {total} bytes of SBUF ({pmax} partitions x {limit}) are live"
+            elif r_mid and mid + nbytes > limit:
+                why = (f"tiles of more than {half} partitions, which all cover partitions {pmax - half - 1} "
                        f"and {half}, already hold {mid} of the {limit} bytes there")
-            elif _wide(r, limit) and wide + _partitions(r) > t.pmax:
+            elif r_wide and wide + parts > pmax:
                 why = (f"tiles of more than {limit // 2} bytes per partition, which cannot share a "
-                       f"partition, already take {wide} of the {t.pmax} partitions")
+                       f"partition, already take {wide} of the {pmax} partitions")
             if why is not None:
                 self._fail(CapacityError(
-                    "nl.ndarray", f"sbuf allocation {r.label} needs {_partitions(r)} partitions x {r.nbytes} "
+                    "nl.ndarray", f"sbuf allocation {r.label} needs {parts} partitions x {nbytes} "
                                   f"bytes but {why} at that point on {t.name}, however placed; largest live: "
                                   f"{_largest(x[2] for x in live)}", where=r.where),
                     record)
                 continue
-            heapq.heappush(live, (r.last, id(r), r))
-            used, mid, wide = used + _area(r), mid + _mid(r, half), wide + _wide(r, limit)
+            heappush(live, (r.last, id(r), r, area, r_mid, r_wide))
+            used, mid, wide = used + area, mid + r_mid, wide + r_wide
 
     def _sweep_psum(self, recs, t, record):
         bank, total = t.psum_bank_bytes, t.psum_partition_bytes

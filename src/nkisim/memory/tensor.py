@@ -31,7 +31,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -56,14 +56,17 @@ class Allocation:
         self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
         self.ops = None         # recording: event operands of this allocation's views, by view (trace)
+        self.parts = None       # fast path: () or the views written while ``pending`` (``wrote_part``)
 
     def __del__(self):
         pool = getattr(self, "pool", None)
         if pool is not None:        # storage a deferred copy never touched is likely out of cache
             pool.give(self.storage, cold=self.lazy is not None)
 
-    def fill(self) -> None:
-        """Fill with the sentinel now (on the first read, or a first write that covers only part).
+    def fill(self, view=None) -> None:
+        """Fill with the sentinel now (on the first read, or a first write that covers only part),
+        unless ``view`` (the view about to be accessed) is one of the views already written
+        (``wrote_part``): every element it holds was written, so no sentinel can be seen yet.
 
         Once only, under a lock: LNC2 cores run as threads and share HBM allocations, so two
         cores may both see ``pending``; without the re-check one would wipe the other's rows.
@@ -71,8 +74,18 @@ class Allocation:
         """
         if self.core_id is not None:
             if self.pending:
-                self.storage[...] = _dt.sentinel(self.dtype)
+                parts = self.parts
+                if parts:
+                    if view is not None and view.storage is self.storage and _among(view, parts):
+                        return
+                    kept = [(p[3], p[3].copy()) for p in parts]     # written: keep the values
+                    self.storage[...] = _dt.sentinel(self.dtype)
+                    for a, values in kept:
+                        a[...] = values
+                else:
+                    self.storage[...] = _dt.sentinel(self.dtype)
                 self.pending = False
+                self.parts = None
             return
         with _FILL_LOCK:
             if self.pending:
@@ -106,14 +119,46 @@ class Allocation:
             if alloc is not None:
                 alloc.materialize()
 
+    def wrote_part(self, view) -> None:
+        """A write through ``view``, covering only part of the allocation, while the sentinel
+        fill is still pending: fill now, or -- fast path, a core's own allocation (``parts`` is
+        not None) -- remember the view and fill later, keeping what was written, when a view
+        that is not one of those written is accessed (``fill``).
+
+        Decision (speed; no visible effect): a fresh tile written in part and then read only
+        through the views written (a matmul into ``psum[0:m, 0:n]`` read back through the same
+        view) never pays for filling the rest; any other access sees the sentinel as before."""
+        parts = self.parts
+        if parts is None or view.oob is not None or view.dynamic or view.storage is not self.storage:
+            self.fill()
+        elif not _among(view, parts):
+            if len(parts) >= _PARTS_MAX:
+                self.fill()
+            else:       # the geometry and NumPy view, not the NkiTensor (which refers to self)
+                self.parts = parts + ((view.offset, view.shape, view.strides, view._array()),)
+
     def skip_fill(self) -> None:
         """A first write covers everything: no sentinel needed (waits for a fill in progress;
         only allocations without a core, i.e. shared, can be filled by another thread)."""
         if self.core_id is not None:
             self.pending = False
+            self.parts = None
             return
         with _FILL_LOCK:
             self.pending = False
+
+
+_PARTS_MAX = 16          # written views remembered per allocation before the fill is made
+
+
+def _among(view, parts) -> bool:
+    """``view`` (of the allocation's own storage) has the place, shape and strides of one of
+    ``parts`` ((offset, shape, strides, array) of the views written, ``wrote_part``)."""
+    offset, shape, strides = view.offset, view.shape, view.strides
+    for p in parts:
+        if p[0] == offset and p[1] == shape and p[2] == strides:
+            return True
+    return False
 
 
 def _contiguous_strides(shape):
@@ -310,7 +355,7 @@ class NkiTensor:
         """The NumPy view of this tensor's elements (storage dtype; shares memory)."""
         alloc = self.alloc
         if alloc.pending:
-            alloc.fill()
+            alloc.fill(self)
         if alloc.lazy is not None:
             alloc.materialize()
         rec = alloc.rec
@@ -321,10 +366,24 @@ class NkiTensor:
             if self.oob is not None:        # a dynamic offset out of bounds, found when used
                 op, role = _hooks.accessor(self, "r")
                 raise BoundsError(op, f"{role} {self.oob}")
+            a = self._array()
+        return a
+
+    def _array(self) -> np.ndarray:
+        """The NumPy view of the elements, made (and cached) without any access effect."""
+        a = self._np
+        if a is None:
             st = self.storage
             isz = st.itemsize
-            strides = tuple([s * isz for s in self.strides])
-            if strides and min(strides) < 0:
+            bkey = (self.strides, isz)
+            hit = _BYTE_STRIDES.get(bkey)
+            if hit is None:
+                strides = tuple([s * isz for s in self.strides])
+                if len(_BYTE_STRIDES) >= _GEOM_LIMIT:
+                    _BYTE_STRIDES.clear()
+                hit = _BYTE_STRIDES[bkey] = (strides, bool(strides) and min(strides) < 0)
+            strides = hit[0]
+            if hit[1]:
                 a = np.lib.stride_tricks.as_strided(st[self.offset:], self.shape, strides)
             else:
                 a = np.ndarray(self.shape, st.dtype, st, self.offset * isz, strides)
@@ -407,7 +466,19 @@ class NkiTensor:
                 hit = views.get(memo)
                 if hit is not None:
                     return hit
-        t = self._index_view(key, op)
+            # the same static key on a view of the same geometry (a fresh tile of a loop) gives
+            # the same geometry: built and checked once per process (errors are never stored)
+            gkey = (self.shape, self.strides, self.offset, self.alloc.buffer in ON_CHIP, memo)
+            geom = _GEOM.get(gkey)
+            if geom is None:
+                t = self._index_view(key, op)
+                if len(_GEOM) >= _GEOM_LIMIT:
+                    _GEOM.clear()
+                _GEOM[gkey] = (t.shape, t.strides, t.offset)
+            else:
+                t = NkiTensor(self.alloc, geom[0], geom[1], geom[2], self.dtype, self.storage)
+        else:
+            t = self._index_view(key, op)
         if memo is not None:
             views = self._views
             if views is None:
@@ -820,6 +891,12 @@ class NkiTensor:
 
 
 _VIEW_MEMO_LIMIT = 256     # memoised index views kept per tensor; a full table starts over
+# (parent shape, strides, offset, on chip, static key) -> (shape, strides, offset) of the view:
+# ``__getitem__``'s geometry, which depends on nothing else for a static key of a static view
+_GEOM: dict = {}
+_GEOM_LIMIT = 1 << 16
+# (element strides, itemsize) -> (byte strides, any negative): ``NkiTensor.np``'s layout
+_BYTE_STRIDES: dict = {}
 
 
 def _memo_key(key: tuple):
