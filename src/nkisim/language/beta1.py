@@ -18,12 +18,12 @@ import numpy as np
 from .. import dtypes as _d
 from .. import state
 from ..errors import ArgumentError, UnsupportedError
-from ..isa import copy as _copy, elementwise as _elementwise
+from .. import isa as _nisa
 from ..isa.dispatch import register_token_type
 from ..memory.buffers import psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 from ..runtime import beta1 as _rt
-from . import creation as _creation, misc as _misc, ops as _ops, tile as _tile
+from . import beta1_isa as _beta1_isa, creation as _creation, misc as _misc, ops as _ops, tile as _tile
 from .indexing import arange, masked, mgrid, par_dim
 
 # ---- operator tokens that are also tile functions (``nl.add(x, y, mask=...)``, ``op=nl.add``) ----
@@ -103,7 +103,7 @@ def store(dst, value, *, mask=None):
             value = _creation.full(dst.shape, value, dst.dtype, buffer=sbuf)
         elif value.buffer is psum:
             staged = _creation.ndarray(value.shape, value.dtype, buffer=sbuf)
-            _copy.tensor_copy(staged, value)
+            _nisa.tensor_copy(staged, value)
             value = staged
         return _tile.store(dst, value)
 
@@ -198,7 +198,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     with masked(mask):
         if isinstance(prev, NkiTensor) and tuple(prev.shape) == tuple(x.shape):
             dst = _creation.ndarray(x.shape, out_dtype, buffer=sbuf)
-            _elementwise.tensor_tensor(dst, prev, x, op)
+            _nisa.tensor_tensor(dst, prev, x, _beta1_isa._tok(op))
             return dst
         return _tile.copy(x, dtype=out_dtype)
 

@@ -94,6 +94,17 @@ def _oob(value, op):
     return _e.as_enum(_e.oob_mode, int(value) if isinstance(value, enum.Enum) else value, op)
 
 
+def _tok(op):
+    """An ``op=`` argument: a NumPy ufunc or function (``np.add``, ``np.max``) becomes the Beta-2
+    operator token of the same meaning (``nl.add``, ``nl.maximum``), so its instruction and event
+    are those of the Beta-2 spelling; anything else passes unchanged."""
+    if isinstance(op, np.ufunc) or (callable(op) and str(getattr(op, "__module__", "")).startswith("numpy")):
+        from . import ops as _ops
+        from ..isa.alu import op_name
+        return _ops.TOKENS.get(op_name(op), op)
+    return op
+
+
 def _new(shape, dtype, buffer=sbuf):
     """The result tile (an allocation, no instruction)."""
     return _creation.ndarray(tuple(int(s) for s in shape), dtype, buffer=buffer)
@@ -122,7 +133,7 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
     _no_kwargs("nisa.activation", kwargs)
     with masked(mask):
         dst = _new(data.shape, _dt(dtype, data))
-        _isa.activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+        _isa.activation(dst, _tok(op), data, bias=bias, scale=scale, reduce_op=_tok(reduce_op), reduce_res=reduce_res,
                         reduce_cmd=_cmd(reduce_cmd, "nisa.activation"))
     return dst
 
@@ -132,7 +143,7 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
     _no_kwargs("nisa.activation_reduce", kwargs)
     with masked(mask):
         dst = _new(data.shape, _dt(dtype, data))
-        _isa.activation_reduce(dst, op, data, reduce_op, reduce_res, bias=bias, scale=scale)
+        _isa.activation_reduce(dst, _tok(op), data, _tok(reduce_op), reduce_res, bias=bias, scale=scale)
     return dst
 
 
@@ -141,7 +152,7 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
     _no_kwargs("nisa.tensor_tensor", kwargs)
     with masked(mask):
         dst = _new(data1.shape, _dt(dtype, data1, data2))
-        _isa.tensor_tensor(dst, data1, data2, op, engine=_engine(engine, "nisa.tensor_tensor"))
+        _isa.tensor_tensor(dst, data1, data2, _tok(op), engine=_engine(engine, "nisa.tensor_tensor"))
     return dst
 
 
@@ -151,7 +162,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     _no_kwargs("nisa.tensor_scalar", kwargs)
     with masked(mask):
         dst = _new(data.shape, _dt(dtype, data))
-        _isa.tensor_scalar(dst, data, op0, operand0, reverse0=reverse0, op1=op1, operand1=operand1,
+        _isa.tensor_scalar(dst, data, _tok(op0), operand0, reverse0=reverse0, op1=_tok(op1), operand1=operand1,
                            reverse1=reverse1, engine=_engine(engine, "nisa.tensor_scalar"))
     return dst
 
@@ -162,7 +173,7 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     _no_kwargs("nisa.scalar_tensor_tensor", kwargs)
     with masked(mask):
         dst = _new(data.shape, _dt(dtype, data, operand1))
-        _isa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1)
+        _isa.scalar_tensor_tensor(dst, data, _tok(op0), operand0, _tok(op1), operand1, reverse0=reverse0, reverse1=reverse1)
     return dst
 
 
@@ -172,7 +183,7 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
     _no_kwargs("nisa.tensor_scalar_reduce", kwargs)
     with masked(mask):
         dst = _new(data.shape, _dt(dtype, data))
-        _isa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=reverse0)
+        _isa.tensor_scalar_reduce(dst, data, _tok(op0), operand0, _tok(reduce_op), reduce_res, reverse0=reverse0)
     return dst
 
 
@@ -182,7 +193,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     _no_kwargs("nisa.tensor_tensor_scan", kwargs)
     with masked(mask):
         dst = _new(data0.shape, _dt(dtype, data0, data1))
-        _isa.tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=reverse0, reverse1=reverse1)
+        _isa.tensor_tensor_scan(dst, data0, data1, initial, _tok(op0), _tok(op1), reverse0=reverse0, reverse1=reverse1)
     return dst
 
 
@@ -241,7 +252,7 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
         tuple(n for i, n in enumerate(data.shape) if i not in axes)
     with masked(mask):
         dst = _new(shape or (1,), _dt(dtype, data))
-        _isa.tensor_reduce(dst, op, data, axis, negate=negate, keepdims=keepdims)
+        _isa.tensor_reduce(dst, _tok(op), data, axis, negate=negate, keepdims=keepdims)
     return dst
 
 
@@ -250,7 +261,7 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     _no_kwargs("nisa.tensor_partition_reduce", kwargs)
     with masked(mask):
         dst = _new((1,) + tuple(data.shape[1:]), _dt(dtype, data))
-        _isa.tensor_partition_reduce(dst, op, data)
+        _isa.tensor_partition_reduce(dst, _tok(op), data)
     return dst
 
 
@@ -306,9 +317,9 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
     _no_kwargs("nisa.range_select", kwargs)
     with masked(mask):
         dst = _new(on_true_tile.shape, _dt(dtype, on_true_tile))
-        _isa.range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+        _isa.range_select(dst, on_true_tile, _tok(comp_op0), _tok(comp_op1), bound0, bound1,
                           reduce_cmd=_cmd(reduce_cmd, "nisa.range_select"), reduce_res=reduce_res,
-                          reduce_op=reduce_op, range_start=range_start, on_false_value=on_false_value)
+                          reduce_op=_tok(reduce_op), range_start=range_start, on_false_value=on_false_value)
     return dst
 
 
@@ -318,7 +329,7 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_
     _no_kwargs("nisa.select_reduce", kwargs)
     with masked(mask):
         _isa.select_reduce(dst, predicate, on_true, on_false, reduce_res=reduce_res,
-                           reduce_cmd=_cmd(reduce_cmd, "nisa.select_reduce"), reduce_op=reduce_op,
+                           reduce_cmd=_cmd(reduce_cmd, "nisa.select_reduce"), reduce_op=_tok(reduce_op),
                            reverse_pred=reverse_pred)
     return dst
 
@@ -447,7 +458,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
     op = "nisa.dma_copy"
     with masked(mask):
         if dst_rmw_op is not None:
-            _isa.dma_compute(dst, (src, dst), dst_rmw_op, oob_mode=_oob(oob_mode, op))
+            _isa.dma_compute(dst, (src, dst), _tok(dst_rmw_op), oob_mode=_oob(oob_mode, op))
         else:
             _isa.dma_copy(dst, src, oob_mode=_oob(oob_mode, op), dge_mode=_dge(dge_mode, op))
 

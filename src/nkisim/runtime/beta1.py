@@ -314,6 +314,12 @@ class Beta1Kernel(Kernel):
         pass
 
     @property
+    def programs_per_core(self) -> int:
+        """Programs each core runs (1 without a grid or with only ``nl.nc(n)``)."""
+        g = Grid(self.specs)
+        return math.prod(g.dims) // g.cores if self.specs else 1
+
+    @property
     def sign(self) -> inspect.Signature:
         """The kernel's signature (vLLM-on-Neuron reads its parameter list here)."""
         return inspect.signature(self.func)
