@@ -227,6 +227,8 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
     """``nisa.tensor_copy_predicated(*, src, dst, predicate, reverse_pred, mask)``: writes dst."""
     _no_kwargs("nisa.tensor_copy_predicated", kwargs)
+    if isinstance(predicate, NkiTensor) and predicate.dtype == _d.bool_:
+        predicate = predicate.view(_d.uint8)      # Decision: a bool predicate is read as its uint8 bits
     with masked(mask):
         _isa.tensor_copy_predicated(dst, src, predicate, reverse_pred=reverse_pred)
     return dst
@@ -388,14 +390,39 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     return dst
 
 
+_CMP = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal", "==": "equal",
+        "!=": "not_equal"}
+
+
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     """``r = nisa.affine_select(pred, on_true_tile, on_false_value, *, mask, dtype)``: r =
     on_true_tile where the affine predicate ``pred`` holds, else on_false_value.
-    Decision: two instructions, a memset of on_false_value and a tensor_copy of on_true_tile
-    under the mask ``pred`` (``indexing.masked``), which give the documented values."""
+
+    A single comparison ``expr <op> value`` of an affine index expression (``indexing``) is one
+    Beta-2 ``nisa.affine_select(dst, pattern, channel_multiplier, ..., cmp_op, offset)``: expr -
+    value = offset + channel_multiplier * p + sum(step_k * i_k), read off the expression.
+    Decision: a conjunction of comparisons (``&``) is two instructions, a memset of
+    on_false_value and a tensor_copy of on_true_tile under the mask ``pred``.
+    Raises UnsupportedError for a predicate that is neither."""
     _no_kwargs("nisa.affine_select", kwargs)
+    op = "nisa.affine_select"
+    terms = getattr(pred, "terms", None)
+    shape = tuple(on_true_tile.shape)
     with masked(mask):
-        dst = _new(on_true_tile.shape, _dt(dtype, on_true_tile))
+        dst = _new(shape, _dt(dtype, on_true_tile))
+        if terms is not None and len(terms) == 1:
+            expr, cmp = terms[0]
+            coefs = (0,) * (len(shape) - len(expr.coefs)) + tuple(expr.coefs)
+            if len(coefs) != len(shape):
+                raise ShapeError(op, f"pred has {len(expr.coefs)} index axes; on_true_tile has {len(shape)} dims")
+            pattern = [[int(c), int(n)] for c, n in zip(coefs[1:], shape[1:])] or [[0, 1]]
+            from . import ops as _ops
+            _isa.affine_select(dst, pattern, int(coefs[0]), on_true_tile, on_false_value,
+                               cmp_op=_ops.TOKENS[_CMP[cmp]], offset=int(expr.const))
+            return dst
+        if terms is None:
+            raise UnsupportedError(op, f"pred must be an affine predicate over nl.arange/nl.mgrid indices, "
+                                       f"got {type(pred).__name__}")
         _isa.memset(dst, on_false_value)
     with masked(pred if mask is None else (pred & mask)):
         _isa.tensor_copy(dst, on_true_tile)
@@ -404,19 +431,29 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
 
 # ---- tensor engine ----------------------------------------------------------------------------
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), mask=None, **kwargs):
+              tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs):
     """``r = nisa.nc_matmul(stationary, moving, ...)``: r = stationary.T @ moving, a new fp32 PSUM
     tile (M, N) (with ``is_transpose``: stationary's dtype). ``psum += nisa.nc_matmul(...)``
-    accumulates (an in-place add), ``psum[...] = ...`` overwrites."""
+    accumulates (an in-place add), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
+    SDK's Beta-1 tests, e.g. "double_row_gen3"): Decision: any "double_row..." spelling is Beta-2
+    ``matmul_perf_mode.double_row`` (its rules apply), None/"none" is none."""
     _no_kwargs("nisa.nc_matmul", kwargs)
     with masked(mask):
-        m = stationary.free_size
+        perf = _perf(perf_mode)
+        rows = 2 if perf is _e.matmul_perf_mode.double_row else 1     # (K, 2, M) x (K, 2, N) -> (M, N)
         dt = stationary.dtype if is_transpose else _d.float32
-        dst = _new((m, moving.free_size), dt, psum)
+        dst = _new((stationary.free_size // rows, moving.free_size // rows), dt, psum)
         _isa.nc_matmul(dst, stationary, moving, is_stationary_onezero=is_stationary_onezero,
                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                       tile_position=tile_position, tile_size=tile_size)
+                       tile_position=tile_position, tile_size=tile_size, perf_mode=perf)
     return dst
+
+
+def _perf(mode):
+    if mode is None or isinstance(mode, _e.matmul_perf_mode):
+        return _e.matmul_perf_mode.none if mode is None else mode
+    name = getattr(mode, "value", mode)
+    return _e.matmul_perf_mode.double_row if str(name).startswith("double_row") else _e.matmul_perf_mode(name)
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
