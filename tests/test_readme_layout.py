@@ -17,7 +17,7 @@ def test_layout_names_every_package_and_module():
     src = ROOT / "src" / "nkisim"
     packages = {p.name for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.name for p in src.glob("*.py") if p.name != "__init__.py"}
-    named = set(re.findall(r"\b([a-z_]+)/", block)) | set(re.findall(r"\b([a-z_]+\.py)\b", block))
+    named = set(re.findall(r"\b([a-z_][a-z0-9_]*)/", block)) | set(re.findall(r"\b([a-z_]+\.py)\b", block))
     assert packages - named == set(), "packages missing from README Layout"
     assert modules - named == set(), "modules missing from README Layout"
     anywhere = {p.name for p in src.rglob("*")}

@@ -86,10 +86,12 @@ def test_outside_any_instruction_the_nl_function_or_nki_is_named():
 
 def test_checks_and_language_registered_their_hooks():
     from nkisim.checks import races, uninit
-    from nkisim.language import tile
+    from nkisim.language import operators
     assert hooks.watch_access is races.watch_access
     assert (hooks.check_read, hooks.mark_written) == (uninit.check_read, uninit.mark_written)
-    assert (hooks.operator, hooks.inplace) == (tile.operator, tile.inplace)
+    # language.operators: Beta 2's tile.operator / tile.inplace, or Beta 1's inside a Beta-1 program
+    assert (hooks.operator, hooks.inplace, hooks.tensor_method) == (
+        operators._operator, operators._inplace, operators._tensor_method)
 
 
 def test_an_unknown_hook_name_is_refused():

@@ -19,7 +19,7 @@ RANK = {
     "checks": 3,
     "runtime": 4,
     "isa": 5, "language": 5, "collectives": 5,
-    "compat": 6, "nki": 6,
+    "compat": 6, "nki": 6, "nki_beta1": 6,
     "torch": 7,
     "kernels": 8, "examples": 8,
     "models": 9,

@@ -1,6 +1,7 @@
-"""Serves ``nki``, ``nki.*``, ``neuronxcc`` and ``neuronxcc.nki.*``, and ``nki_cpu_simulator`` and
-``nki_cpu_simulator.nki.*`` (the module name of AWS's simulator wheel, which nki-library's simulation
-harness imports), from ``nkisim.nki`` — only where no real package resolves first. The finder sits at the END of ``sys.meta_path``, so every normal
+"""Serves ``nki``, ``nki.*``, ``nki_cpu_simulator`` and ``nki_cpu_simulator.nki.*`` (the module name
+of AWS's simulator wheel, which nki-library's simulation harness imports) from ``nkisim.nki`` (the
+Beta-2 face), and ``neuronxcc`` and ``neuronxcc.nki.*`` from ``nkisim.nki_beta1`` (the Beta-1 face,
+issue 15) — only where no real package resolves first. The finder sits at the END of ``sys.meta_path``, so every normal
 finder (and thus an installed Neuron SDK) wins; nothing is patched. Imported at start-up by the
 ``nkisim_faces.pth`` file, so this module imports only the standard library.
 """
@@ -11,13 +12,16 @@ import importlib.util
 import os
 import sys
 
-_WRAPPERS = ("neuronxcc", "nki_cpu_simulator")   # packages whose ``.nki`` is the nki face
-_NKI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nki")
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NKI_DIR = os.path.join(_PKG_DIR, "nki")                 # the Beta-2 face
+_BETA1_DIR = os.path.join(_PKG_DIR, "nki_beta1")         # the Beta-1 face
+# packages whose ``.nki`` is a face, and which face
+_WRAPPERS = {"neuronxcc": _BETA1_DIR, "nki_cpu_simulator": _NKI_DIR}
 
 
-def _face_path(parts):
-    """File of the face module for ``nki.<parts>`` and whether it is a package."""
-    base = os.path.join(_NKI_DIR, *parts)
+def _face_path(parts, root=_NKI_DIR):
+    """File of the face module for ``nki.<parts>`` under ``root`` and whether it is a package."""
+    base = os.path.join(root, *parts)
     if os.path.isdir(base):
         return os.path.join(base, "__init__.py"), True
     if os.path.isfile(base + ".py"):
@@ -36,6 +40,7 @@ class NkiFaceFinder:
             parent = sys.modules.get(".".join(parts[:-1]))
             if parent is None or not _is_face(parent):
                 return None
+        root = _NKI_DIR
         if parts[0] == "nki":
             rest = parts[1:]
         elif parts[0] in _WRAPPERS:
@@ -43,10 +48,10 @@ class NkiFaceFinder:
                 return importlib.machinery.ModuleSpec(fullname, _EmptyPackage(), is_package=True)
             if parts[1] != "nki":
                 return None
-            rest = parts[2:]
+            rest, root = parts[2:], _WRAPPERS[parts[0]]
         else:
             return None
-        origin, is_pkg = _face_path(rest)
+        origin, is_pkg = _face_path(rest, root)
         if origin is None:
             return None
         return importlib.util.spec_from_file_location(
@@ -56,7 +61,7 @@ class NkiFaceFinder:
 def _is_face(module) -> bool:
     spec = getattr(module, "__spec__", None)
     return spec is not None and (isinstance(spec.loader, _EmptyPackage) or
-                                 (spec.origin or "").startswith(_NKI_DIR))
+                                 (spec.origin or "").startswith((_NKI_DIR + os.sep, _BETA1_DIR + os.sep)))
 
 
 class _EmptyPackage:

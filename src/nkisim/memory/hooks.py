@@ -29,8 +29,9 @@ check_read = _missing("checks")      # (view) -> None: raise on never-written el
 mark_written = _missing("checks")    # (view) -> None: mark the view's elements written (strict mode)
 operator = _not_implemented          # (name, *operands): ``a + b``, ``-a``, ``a == b`` on NkiTensor
 inplace = _not_implemented           # (name, x, y): ``x += y`` and the other in-place operators
+tensor_method = _missing("language")  # (name, t, *args): Beta-1 tensor methods (astype, broadcast_to)
 
-_NAMES = ("watch_access", "check_read", "mark_written", "operator", "inplace")
+_NAMES = ("watch_access", "check_read", "mark_written", "operator", "inplace", "tensor_method")
 
 
 def register(**hooks) -> None:
@@ -56,4 +57,4 @@ def accessor(t=None, kind: str = "r") -> tuple[str, str]:
 
 
 __all__ = ["register", "accessor", "watch_access", "check_read", "mark_written", "operator",
-           "inplace"]
+           "inplace", "tensor_method"]

@@ -701,6 +701,22 @@ class NkiTensor:
                                  f"{shape} without a copy") from None
         return self._view(shape, strides, self.offset, op)
 
+    # ---- Beta-1 tensor methods (nki.tensor of neuronxcc.nki): run what the language registered ----
+    def astype(self, dtype) -> "NkiTensor":
+        """A copy cast into ``dtype`` (Beta 1: "Copy ALWAYS occur"): one instruction."""
+        return _hooks.tensor_method("astype", self, dtype)
+
+    def broadcast_to(self, shape) -> "NkiTensor":
+        """``shape`` by NumPy broadcasting (Beta 1); see ``language.beta1.tensor_method``."""
+        return _hooks.tensor_method("broadcast_to", self, shape)
+
+    def assert_shape(self, shape) -> "NkiTensor":
+        """ShapeError unless the tensor has ``shape``; returns the tensor (Beta 1)."""
+        if tuple(self.shape) != tuple(shape):
+            raise ShapeError("NkiTensor.assert_shape", f"{self._label()} has shape {list(self.shape)}, "
+                                                       f"expected {list(shape)}")
+        return self
+
     def view(self, dtype) -> "NkiTensor":
         """Reinterpret the bits as ``dtype``; the last dim (contiguous) scales by the size ratio."""
         op = "NkiTensor.view"

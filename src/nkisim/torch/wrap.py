@@ -109,6 +109,11 @@ def wrap_nki(kernel: Callable, *, output_spec: Callable | None = None,
     (registry.check_result). A tensor argument that requires grad (grad mode on) is a ValueError
     in every mode; tensors on meta mixed with real ones are a RuntimeError, as in torch.
     """
+    programs = getattr(kernel, "programs_per_core", 1)      # a Beta-1 (neuronxcc.nki) SPMD grid
+    if programs != 1:
+        raise ValueError(f"wrap_nki: {kernel!r} has an SPMD grid {list(kernel.specs)} of {programs} programs "
+                         f"per core; the torch layer launches one program per core (wrap the kernel "
+                         f"without a grid, or with nl.nc(2) alone)")
     key = _register(kernel, output_spec, tuple(mutates_args))
     entry = kernel_side_table.get_kernel(key)
     grid = getattr(kernel, "grid", None) or ()

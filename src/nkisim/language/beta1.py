@@ -1,0 +1,357 @@
+"""Beta-1 ``nki.language`` (``neuronxcc.nki.language``): the Beta-2 tile functions (``tile``,
+``creation``, ``misc``) with Beta-1 signatures -- ``mask=`` on every op (run inside
+``indexing.masked``), keyword-only ``dtype=``, comparison/logical results ``bool`` by default,
+``buffer=None`` meaning SBUF, ``nl.store`` of a PSUM tile (copied to SBUF first), the SPMD
+program ids, grid specs, ``loop_reduce`` and ``static_cast``. Every instruction runs through the
+Beta-2 pipeline (same checks, numerics, events). Never imports torch.
+
+Source: aws-neuron-sdk 2.26 general/nki/api/nki/language/__init__.py; programming_model.rst.
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+import linecache
+import re
+import sys
+
+import numpy as np
+
+from .. import dtypes as _d
+from .. import state
+from ..errors import ArgumentError, UnsupportedError
+from .. import isa as _nisa
+from ..isa.dispatch import register_token_type
+from ..memory import access as _access
+from ..memory.buffers import psum, sbuf, shared_hbm
+from ..memory.tensor import NkiTensor
+from ..runtime import beta1 as _rt, loops as _loops
+from . import beta1_isa as _beta1_isa, creation as _creation, misc as _misc, ops as _ops, tile as _tile
+from .indexing import arange, masked, mgrid, par_dim
+
+# ---- operator tokens that are also tile functions (``nl.add(x, y, mask=...)``, ``op=nl.add``) ----
+_BOOL_RESULT = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and",
+                "logical_or", "logical_xor", "logical_not", "all"}
+
+
+class Beta1Op(_ops.Op):
+    """A Beta-1 operator token: as ``op=`` it is ``nl.<name>``; called, the tile function with
+    ``mask=`` and ``dtype=`` (comparisons and logical ops default to ``nl.bool_``)."""
+    __slots__ = ()
+
+    def __call__(self, *args, mask=None, dtype=None, **kwargs):
+        if dtype is None and self.name in _BOOL_RESULT:
+            dtype = _d.bool_
+        with masked(mask):
+            if len(args) == 2 and self.name in _tile._BINARY:
+                args = _partition_broadcast(*args)
+            elif self.name in _REDUCTIONS and args:
+                args, kwargs = _trailing_axes(args, kwargs)
+            return _tile.call(self.name, *args, dtype=dtype, **kwargs)
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+_REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
+
+
+def _trailing_axes(args, kwargs):
+    """Beta-1 reductions take any free axes (``nl.sum(t, axis=[2, 4])``): the tile is first viewed
+    with its free dims permuted so the reduced ones come last (a view, no instruction)."""
+    x, rest = args[0], args[1:]
+    axis = kwargs.get("axis", rest[0] if rest else None)
+    if not isinstance(x, NkiTensor) or axis is None:
+        return args, kwargs
+    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    n = x.ndim
+    if axes == list(range(n - len(axes), n)) or 0 in axes:
+        return args, kwargs
+    keep = [d for d in range(n) if d not in axes]
+    if kwargs.get("keepdims"):
+        return args, kwargs            # keepdims keeps the dim order: no reorder possible
+    x = x.permute(tuple(keep + axes))
+    new_axis = list(range(len(keep), n))
+    kwargs = {k: v for k, v in kwargs.items() if k != "axis"}
+    return (x, new_axis) + tuple(rest[1:]), kwargs
+
+
+def _partition_broadcast(x, y):
+    """Beta-1 binary ops broadcast a 1-partition tile along the partition dim too (the docs'
+    ``nl.add`` example: (128, 512) + (1, 512)): that operand is first copied to the other's
+    partition count with ``nl.broadcast_to`` (one instruction); free dims broadcast as in Beta 2."""
+    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.ndim != y.ndim and _builtins.min(x.ndim, y.ndim) >= 1:
+        # Decision: a tile's first dim is its partition dim, so tiles of different rank align on
+        # it (a (128,) reduction result times a (128, 512) tile), the shorter one viewed with
+        # trailing size-1 free dims
+        n = _builtins.max(x.ndim, y.ndim)
+        x = x.reshape(tuple(x.shape) + (1,) * (n - x.ndim)) if x.ndim < n else x
+        y = y.reshape(tuple(y.shape) + (1,) * (n - y.ndim)) if y.ndim < n else y
+    if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.ndim == y.ndim and x.ndim >= 1:
+        px, py = x.shape[0], y.shape[0]
+        if px == 1 and py > 1:
+            x = _tile.broadcast_to(x, shape=(py,) + tuple(x.shape[1:]))
+        elif py == 1 and px > 1:
+            y = _tile.broadcast_to(y, shape=(px,) + tuple(y.shape[1:]))
+    return x, y
+
+
+register_token_type(Beta1Op)
+TOKENS = {n: Beta1Op(n) for n in _ops.NAMES if n in _tile._FUNCS}
+globals().update(TOKENS)
+
+
+def _masked(fn, api):
+    """``fn`` (a Beta-2 tile function) with a keyword-only ``mask=`` (None: no mask)."""
+    def beta1(*args, mask=None, **kwargs):
+        with masked(mask):
+            return fn(*args, **kwargs)
+    beta1.__name__ = beta1.__qualname__ = api.split(".")[-1]
+    beta1.__doc__ = f"Beta-1 ``{api}(..., mask=None)``: {fn.__doc__ or ''}"
+    beta1.__wrapped__ = fn
+    return beta1
+
+
+load = _masked(_tile.load, "nl.load")
+load_transpose2d = _masked(_tile.load_transpose2d, "nl.load_transpose2d")
+
+
+def matmul(x, y, *, transpose_x=False, mask=None):
+    """``nl.matmul(x, y, *, transpose_x=False, mask=None)``: Beta 2's nl.matmul (a new fp32 PSUM
+    tile). Decision: an operand in PSUM (e.g. an ``nl.transpose`` result, which the SDK's
+    attention tutorial multiplies) is first copied to SBUF (nisa.tensor_copy), as the Tensor
+    Engine reads SBUF only."""
+    with masked(mask):
+        x, y = _to_sbuf(x), _to_sbuf(y)
+        return _tile.matmul(x, y, transpose_x=transpose_x)
+
+
+def _to_sbuf(t):
+    if isinstance(t, NkiTensor) and t.buffer is psum:
+        staged = _creation.ndarray(t.shape, t.dtype, buffer=sbuf)
+        _nisa.tensor_copy(staged, t)
+        return staged
+    return t
+
+
+transpose = _masked(_tile.transpose, "nl.transpose")
+softmax = _masked(_tile.softmax, "nl.softmax")
+rms_norm = _masked(_tile.rms_norm, "nl.rms_norm")
+where = _masked(_tile.where, "nl.where")
+gather_flattened = _masked(_tile.gather_flattened, "nl.gather_flattened")
+dropout = _masked(_misc.dropout, "nl.dropout")
+device_print = _masked(_misc.device_print, "nl.device_print")
+
+
+def broadcast_to(src, shape, **kwargs):
+    """``nl.broadcast_to(src, shape=...)``: Beta 2's, with a lower-rank tile first viewed with
+    trailing size-1 free dims (a tile's first dim is its partition dim: (128,) -> (128, 1))."""
+    return _tile.broadcast_to(_rank_aligned(src, len(shape)), shape=tuple(shape), **kwargs)
+
+
+def _rank_aligned(t, ndim):
+    if isinstance(t, NkiTensor) and t.on_chip and 1 <= t.ndim < ndim:
+        return t.reshape(tuple(t.shape) + (1,) * (ndim - t.ndim))
+    return t
+
+expand_dims = _tile.expand_dims
+ds, random_seed, no_reorder = _misc.ds, _misc.random_seed, _misc.no_reorder
+fp32, bfp16 = _misc.fp32, _misc.bfp16
+shared_constant = _creation.shared_constant
+
+
+def shared_identity_matrix(n, dtype=_d.uint8, **kwargs):
+    """``nl.shared_identity_matrix(n, dtype=nl.uint8)``: an n x n identity in shared HBM, like
+    ``shared_constant`` (Beta 1: "the same behavior to nki.language.shared_constant"; its kernels
+    ``nl.load`` it), issuing no instruction. Beta 2's returns an SBUF tile."""
+    return _creation.shared_constant(np.eye(int(n), dtype=np.float32), dtype=dtype, **kwargs)
+
+
+def store(dst, value, *, mask=None):
+    """``nl.store(dst, value, *, mask=None)``: dst (HBM) = value. A PSUM ``value`` is first copied
+    to a new SBUF tile (nisa.tensor_copy), as the Beta-1 docs say ("an extra copy will be
+    performed to move the tile to SBUF first"); a scalar fills dst."""
+    with masked(mask):
+        if not isinstance(value, NkiTensor):            # "store scalar into out_tensor (a memset)"
+            value = _creation.full(dst.shape, value, dst.dtype, buffer=sbuf)
+        value = _to_sbuf(value)
+        return _tile.store(dst, value)
+
+
+def rand(shape, dtype=_d.float32, **kwargs):
+    """``nl.rand(shape, dtype=nl.float32)``: a new SBUF tile of uniform [0, 1) values."""
+    return _misc.rand(shape, dtype, **kwargs)
+
+
+def static_cast(input_data, dtype):
+    """``nl.static_cast(x, dtype)``: a new SBUF tile, x cast into ``dtype`` (one nisa.tensor_copy).
+    Decision: on a host array (the SDK's attention tutorial casts its NumPy inputs) it is
+    ``numpy.asarray(x).astype(dtype)``, no instruction."""
+    if not isinstance(input_data, NkiTensor):
+        return np.asarray(input_data).astype(dtype)
+    return _tile.copy(input_data, dtype=dtype)
+
+
+# ---- creation (buffer=None is SBUF; shared_hbm is one tensor per launch across SPMD programs) --
+def _alloc(make, shape, dtype, buffer):
+    if buffer is shared_hbm:
+        return _rt.shared_allocation(make, tuple(int(s) for s in shape), dtype)
+    return make()
+
+
+def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
+    """``nl.ndarray(shape, dtype, *, buffer=None, name='')``: an uninitialised tensor (SBUF by
+    default). Decision: the k-th ``shared_hbm`` tensor of every SPMD program is one tensor."""
+    buffer = sbuf if buffer is None else buffer
+    return _alloc(lambda: _creation.ndarray(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
+
+
+def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
+    """``nl.zeros(shape, dtype, *, buffer=None, name='')``."""
+    buffer = sbuf if buffer is None else buffer
+    return _alloc(lambda: _creation.zeros(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
+
+
+def ones(shape, dtype, *, buffer=None, name="", **kwargs):
+    """``nl.ones(shape, dtype, *, buffer=None, name='')``."""
+    buffer = sbuf if buffer is None else buffer
+    return _alloc(lambda: _creation.ones(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
+
+
+def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
+    """``nl.full(shape, fill_value, dtype, *, buffer=None, name='')``."""
+    buffer = sbuf if buffer is None else buffer
+    return _alloc(lambda: _creation.full(shape, fill_value, dtype, buffer=buffer, name=name, **kwargs),
+                  shape, dtype, buffer)
+
+
+def _like(fn):
+    def like(a, dtype=None, *, buffer=None, name="", **kwargs):
+        buf = buffer if buffer is not None else (a.buffer if isinstance(a, NkiTensor) else sbuf)
+        dt = dtype if dtype is not None else a.dtype
+        return _alloc(lambda: fn(a, dtype=dtype, buffer=buf, name=name, **kwargs), a.shape, dt, buf)
+    like.__name__ = like.__qualname__ = fn.__name__
+    like.__doc__ = f"``nl.{fn.__name__}(a, dtype=None, *, buffer=None, name='')``: {fn.__doc__ or ''}"
+    return like
+
+
+empty_like, zeros_like = _like(_creation.empty_like), _like(_creation.zeros_like)
+ones_like, full_like = _like(_creation.ones_like), None
+del full_like
+
+
+# ---- ``psum += nisa.nc_matmul(...)`` ----------------------------------------------------------
+def inplace(name, x, y):
+    """``x op= y`` in a Beta-1 program: Beta 2's in-place op, except that ``psum_tile +=
+    <matmul result in PSUM>`` starts an accumulation group where x's elements were not last
+    written by a matmul. Decision: those elements are taken as zero (as the first matmul of a
+    hardware accumulation group overwrites, and Beta 2's nc_matmul(accumulate=None) does), so
+    accumulating into a fresh ``nl.ndarray(..., buffer=nl.psum)`` works as the Beta-1 tutorials
+    expect; ``nl.zeros`` then ``+=`` gives the same values."""
+    if (name == "add" and isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.buffer is psum
+            and y.buffer is psum and y.storage is y.alloc.storage and _access.matmul_flags(y) is True
+            and x.storage is x.alloc.storage):
+        flags = _access.matmul_flags(x)
+        if flags is False:
+            _access.write(x, np.zeros(x.shape, np.float32))
+        elif flags is not True:
+            _access.write(x, np.where(flags, _access.read_f32(x, hooks=False), np.float32(0)))
+    return _tile.inplace(name, x, y)
+
+
+# ---- loops ------------------------------------------------------------------------------------
+def _loop(fn):
+    def loop(*args, directives=None, **kwargs):
+        return fn(*args, **kwargs)
+    loop.__name__ = loop.__qualname__ = fn.__name__
+    loop.__doc__ = (f"Beta-1 ``nl.{fn.__name__}(..., directives=None)``: Beta 2's loop; ``directives`` "
+                    f"(compiler scheduling hints such as ``nki.compiler.no_reorder()``) has no effect.")
+    loop.__wrapped__ = fn
+    return loop
+
+
+affine_range, sequential_range, static_range = (_loop(f) for f in (_loops.affine_range, _loops.sequential_range,
+                                                                    _loops.static_range))
+
+
+# ---- Beta-1 tensor methods (``memory.hooks.tensor_method``) ------------------------------------
+def tensor_method(name, t, *args):
+    """``t.astype(dtype)``: a copy into a new tile of ``dtype`` (nl.copy: one instruction).
+    ``t.broadcast_to(shape)``: Decision: an on-chip tile is copied to the broadcast shape
+    (nl.broadcast_to, one instruction: Beta 2 has no stride-0 partition views on chip, and a
+    view would alias); an HBM tensor gets a stride-0 view (no instruction)."""
+    if name == "astype":
+        return _tile.copy(t, dtype=args[0])
+    shape = tuple(int(s) for s in args[0])
+    if t.on_chip:
+        return _tile.broadcast_to(_rank_aligned(t, len(shape)), shape=shape)
+    if len(shape) < t.ndim:
+        raise ArgumentError("NkiTensor.broadcast_to", f"shape {list(shape)} has fewer dims than {list(t.shape)}")
+    v = t.reshape((1,) * (len(shape) - t.ndim) + tuple(t.shape)) if len(shape) > t.ndim else t
+    for d, (have, want) in enumerate(zip(v.shape, shape)):
+        if have != want:
+            if have != 1:
+                raise ArgumentError("NkiTensor.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
+            v = v.broadcast(d, want)
+    return v
+
+
+# ---- loop_reduce ---------------------------------------------------------------------------------
+_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[[^=]*\])?\s*=(?!=)")
+
+
+def _assigned_value(frame):
+    """The value the caller's statement ``name = nl.loop_reduce(...)`` (or ``name[...] = ...``)
+    assigns over: ``name`` in the caller's locals, or None."""
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    m = _TARGET.match(line)
+    return frame.f_locals.get(m.group(1)) if m else None
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
+    """``b = nl.loop_reduce(x, op, loop_indices, *, dtype=None, mask=None)``: ``b = op(b, x)``
+    where ``b`` is the tile the statement assigns to (the docs: "the destination tile is also the
+    rhs input to op", ``b = nisa.tensor_tensor(data1=b, data2=x, op=op)``). One Vector engine
+    tensor_tensor into a new SBUF tile (``dtype`` or x's dtype).
+    Decision: ``b`` is found as the name the calling statement assigns (``b = ...`` /
+    ``b[...] = ...``, read from the kernel's source line); when there is none (or it is not a
+    tile) the reduction starts from ``x`` (a copy of x), which is ``op(identity, x)``.
+    ``loop_indices`` only tells the compiler which loops reduce; it is not used."""
+    if kwargs:
+        raise TypeError(f"nl.loop_reduce() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    prev = _assigned_value(sys._getframe(1))
+    out_dtype = dtype if dtype is not None else x.dtype
+    with masked(mask):
+        if isinstance(prev, NkiTensor) and tuple(prev.shape) == tuple(x.shape):
+            dst = _creation.ndarray(x.shape, out_dtype, buffer=sbuf)
+            _nisa.tensor_tensor(dst, prev, x, _beta1_isa._tok(op))
+            return dst
+        return _tile.copy(x, dtype=out_dtype)
+
+
+# ---- what Beta 1 documents but nkisim does not run ------------------------------------------------
+_MISSING = {
+    "atomic_rmw": "nisa.dma_compute(dst, (value, dst), nl.add) on the indexed rows",
+    "all_reduce": "nki.collectives (all_reduce over ranks)",
+    "gemm_grid": None, "gemm_stationary_grid": None,
+    "finfo": "numpy.finfo / ml_dtypes.finfo of the dtype",
+}
+
+
+def __getattr__(name):
+    if name in _MISSING:
+        alt = _MISSING[name]
+        raise UnsupportedError(f"nl.{name}", "is a Beta 1 (neuronxcc.nki.language) function nkisim does not "
+                                             "simulate" + (f"; in Beta 2 use {alt}" if alt else ""), where="?")
+    raise AttributeError(f"module 'neuronxcc.nki.language' has no attribute {name!r}")
+
+
+program_id, num_programs, program_ndim = _rt.program_id, _rt.num_programs, _rt.program_ndim
+spmd_dim, nc = _rt.spmd_dim, _rt.nc
+
+__all__ = sorted(set(TOKENS) | {
+    "Beta1Op", "load", "store", "load_transpose2d", "matmul", "transpose", "softmax", "rms_norm", "where",
+    "gather_flattened", "dropout", "device_print", "broadcast_to", "expand_dims", "ds", "rand",
+    "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
+    "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+    "loop_reduce", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
+    "par_dim", "masked", "affine_range", "sequential_range", "static_range"})
