@@ -202,6 +202,27 @@ def test_predicates_are_numpy_boolean_grids():
         np.testing.assert_array_equal(kept, np.asarray(got))
 
 
+def test_mask_ranges_of_random_affine_comparisons_match_numpy():
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        n, k, c = int(rng.integers(1, 40)), int(rng.choice([-3, -2, -1, 1, 2, 3])), int(rng.integers(-60, 60))
+        cmp = str(rng.choice(["<", "<=", ">", ">=", "==", "!="]))
+        e = ix.arange(n)[:, None] * k + c
+        pred = {"<": e < 0, "<=": e <= 0, ">": e > 0, ">=": e >= 0, "==": e == 0, "!=": e != 0}[cmp]
+        want = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                "==": np.equal, "!=": np.not_equal}[cmp](np.arange(n) * k + c, 0)
+        hits = np.flatnonzero(want)
+        if hits.size and hits[-1] - hits[0] + 1 != hits.size:       # two ranges: unsupported
+            with pytest.raises(UnsupportedError):
+                pred.box()
+            continue
+        box = pred.box()
+        kept = np.zeros(n, bool)
+        if not box.empty:
+            kept[slice(*box.ranges[0]) if box.ranges[0] else slice(None)] = True
+        np.testing.assert_array_equal(kept, want, err_msg=f"{k}*g + {c} {cmp} 0, n={n}")
+
+
 @pytest.mark.parametrize("build, message", [
     (lambda i_p, i_f: (i_p < 3) | (i_f < 2), "a union of comparisons is not a range of each axis"),
     (lambda i_p, i_f: i_p < i_f, "a mask comparison must restrict one axis"),

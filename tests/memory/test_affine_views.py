@@ -218,3 +218,29 @@ def test_unsupported_on_chip_forms_raise(key_fn, message):
         t[key_fn(ix.arange(16)[:, None], ix.arange(8)[None, :])]
     with pytest.raises(UnsupportedError, match=re.escape(message)):
         simulate(kernel)
+
+
+def test_two_expressions_per_dim_pooling_windows_and_an_f1_f2_transpose_write():
+    """A 5-D window view of a 3-D tile (``pool*i_1 + i_2`` on one dim) and a write through a
+    3-D grid over a 2-D tile (``i_f2 * F1 + i_f1``), as the programming guide's index cases do."""
+    def kernel(a):
+        c, h, w = a.shape
+        t = nl.ndarray((c, h, w), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        i0 = ix.arange(c)[:, None, None, None, None]
+        i1 = ix.arange(h // 2)[None, :, None, None, None]
+        i2 = ix.arange(2)[None, None, :, None, None]
+        i3 = ix.arange(w // 2)[None, None, None, :, None]
+        i4 = ix.arange(2)[None, None, None, None, :]
+        win = nl.ndarray((c, h // 2, 2, w // 2, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=win, src=t[i0, 2 * i1 + i2, 2 * i3 + i4])
+        flat = nl.ndarray((c, h * w), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=flat, src=a.reshape((c, h * w)))
+        i_p, i_f1, i_f2 = ix.arange(c)[:, None, None], ix.arange(h)[None, :, None], ix.arange(w)[None, None, :]
+        tr = nl.ndarray((c, w * h), dtype=nl.float32, buffer=nl.sbuf)
+        tr[i_p, i_f2 * h + i_f1] = flat[i_p, i_f1 * w + i_f2]
+        return tile_out(win, tr)
+    a = RNG.standard_normal((16, 6, 8)).astype(np.float32)
+    win, tr = simulate(kernel, a)
+    np.testing.assert_array_equal(win, a.reshape(16, 3, 2, 4, 2))
+    np.testing.assert_array_equal(tr, a.transpose(0, 2, 1).reshape(16, 48))

@@ -280,6 +280,37 @@ class Box:
         return Box(shape, tuple(ranges), empty)
 
 
+def _below(c: int, k: int, n: int) -> tuple[int, int]:
+    """The positions ``g`` in ``0 .. n-1`` with ``c + k * g < 0`` (``k != 0``): one range."""
+    if k > 0:                       # g < -c / k
+        return 0, max(0, min(n, -(c // k)))
+    return max(0, min(n, c // -k + 1)), n     # g > c / |k|
+
+
+def _solve(c: int, k: int, cmp: str, n: int):
+    """The range ``(lo, hi)`` of positions ``g`` in ``0 .. n-1`` where ``c + k * g <cmp> 0``
+    (integers; an empty range has lo >= hi), or None when they are not one range (``!=``)."""
+    if cmp == "<":
+        return _below(c, k, n)
+    if cmp == "<=":
+        return _below(c - 1, k, n)
+    if cmp == ">":
+        return _below(-c, -k, n)
+    if cmp == ">=":
+        return _below(-c - 1, -k, n)
+    a, b = _below(c - 1, k, n), _below(-c - 1, -k, n)
+    if cmp == "==":
+        return max(a[0], b[0]), min(a[1], b[1])
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])      # !=: everything but [lo, hi)
+    if lo >= hi:
+        return 0, n
+    if lo == 0:
+        return hi, n
+    if hi == n:
+        return 0, lo
+    return None
+
+
 def _box(terms) -> Box:
     op = "mask"
     shape = ()
@@ -298,16 +329,14 @@ def _box(terms) -> Box:
             raise UnsupportedError(op, f"a mask comparison must restrict one axis; {e!r} {cmp} 0 varies "
                                        f"along axes {axes} (use nisa.affine_select for such a predicate)")
         a = axes[0]
-        n = shape[a]
-        valid = _TEST[cmp](e.const + coefs[a] * np.arange(n, dtype=np.int64), 0)
-        hits = np.flatnonzero(valid)
-        if hits.size == 0:
-            empty = True
-            continue
-        lo, hi = int(hits[0]), int(hits[-1]) + 1
-        if hi - lo != hits.size:
+        r = _solve(e.const, coefs[a], cmp, shape[a])
+        if r is None:
             raise UnsupportedError(op, f"the mask comparison {e!r} {cmp} 0 keeps positions that are not "
                                        f"one range of axis {a}")
+        lo, hi = r
+        if lo >= hi:
+            empty = True
+            continue
         old = ranges[a]
         if old is not None:
             lo, hi = max(lo, old[0]), min(hi, old[1])
@@ -552,6 +581,22 @@ def restrict(t, ranges: tuple):
     """The sub-view of ``t`` keeping positions ``ranges[d] = (lo, hi)`` of each dim (None: whole
     dim): a masked instruction's operand. A view out of bounds by an index expression is in
     bounds again when the kept positions are (``OutOfBounds.forms``)."""
+    views = t._views
+    key = ("restrict", ranges)
+    if views is not None:
+        hit = views.get(key)
+        if hit is not None:
+            return hit
+    v = _restrict(t, ranges)
+    if views is None:
+        views = t._views = {}
+    elif len(views) >= 256:
+        views.clear()
+    views[key] = v              # a view is immutable: the same ranges give the same sub-view
+    return v
+
+
+def _restrict(t, ranges: tuple):
     from .tensor import NkiTensor
     offset, shape = t.offset, list(t.shape)
     for d, r in enumerate(ranges):

@@ -399,6 +399,8 @@ class NkiTensor:
         NkiTensor.__getitem__); anything outside ``-n .. n-1`` (indices) or ``-n .. n`` (slice
         bounds) raises BoundsError: no wrap-around past the start, no clipping past the end.
         ``None``, floats and bools raise BoundsError too.
+        Beta-1 index expressions (``nl.arange``, ``nl.mgrid``, affine forms of them; an mgrid
+        grid as the whole key) give a strided view too: ``memory.affine.index_view``.
         """
         op = "tensor indexing"
         if type(key) is not tuple:
