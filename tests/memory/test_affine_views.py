@@ -244,3 +244,34 @@ def test_two_expressions_per_dim_pooling_windows_and_an_f1_f2_transpose_write():
     win, tr = simulate(kernel, a)
     np.testing.assert_array_equal(win, a.reshape(16, 3, 2, 4, 2))
     np.testing.assert_array_equal(tr, a.transpose(0, 2, 1).reshape(16, 48))
+
+
+# ---- gather / scatter views: an index tile on dim 0 ----------------------------------------------
+
+def test_an_index_tile_on_dim_0_gathers_and_scatters_rows():
+    def kernel(a, idx, out):
+        i_p, i_f = ix.arange(16)[:, None], ix.arange(8)[None, :]
+        rows = nl.ndarray((16, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rows, src=idx)
+        t = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[rows[i_p, 0], i_f + 4])      # row idx[w], columns 4..11
+        whole = nl.load(a[rows])                                # whole rows
+        nl.store(out[rows, ix.mgrid[0:16, 0:8].x], value=t)     # scattered back, columns 0..7
+        return tile_out(t, whole)
+    a = RNG.standard_normal((40, 12)).astype(np.float32)
+    idx = RNG.permutation(40)[:16].astype(np.int32).reshape(16, 1)
+    out = np.zeros((40, 8), np.float32)
+    t, whole = simulate(kernel, a, idx, out)
+    np.testing.assert_array_equal(t, a[idx[:, 0], 4:12])
+    np.testing.assert_array_equal(whole, a[idx[:, 0]])
+    want = np.zeros((40, 8), np.float32)
+    want[idx[:, 0]] = a[idx[:, 0], 4:12]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_indices_after_an_index_tile_may_not_vary_with_its_rows():
+    def kernel(a):
+        rows = nl.zeros((16, 1), dtype=nl.int32, buffer=nl.sbuf)
+        a[rows, ix.arange(16)[:, None] + ix.arange(4)[None, :]]
+    with pytest.raises(UnsupportedError, match="vary along its first axis"):
+        simulate(kernel, np.zeros((40, 20), np.float32))

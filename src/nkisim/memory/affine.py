@@ -500,6 +500,8 @@ def index_view(t, key: tuple, op: str):
             flat.append(k)
     if len(flat) > ndim:
         raise BoundsError(op, f"{len(flat)} indices for {t._label()} with {ndim} dims")
+    if flat and isinstance(flat[0], NkiTensor):
+        return _gather_view(t, flat, op)
     adv = 0
     while adv < len(flat) and type(flat[adv]) is not slice:
         adv += 1
@@ -575,6 +577,33 @@ def index_view(t, key: tuple, op: str):
     elif t.oob is not None:
         v.oob = t.oob
     return v
+
+
+def _gather_view(t, flat: list, op: str):
+    """``t[idx_tile, <rest>]``: row ``w`` of the view is row ``idx_tile[w, 0]`` of the HBM tensor
+    ``t``, the rest of the key indexing within the rows (a DMA gather / scatter view,
+    ``memory.indirect``; "data_tensor[idx_tile[i_p, 0], i_f]", nl.load / nl.store indirect
+    examples). ``<rest>`` may not vary along the index tile's axis (the first grid axis).
+    Raises: MemorySpaceError, ShapeError, DtypeError (``indirect.make``), UnsupportedError."""
+    from . import indirect
+    idx = flat[0]
+    rest = tuple(flat[1:])
+    if any(type(k) is IndexExpr for k in rest):
+        sub = index_view(t, (0,) + rest, op)
+        if sub.shape[0] != 1 and sub.strides[0] != 0:
+            raise UnsupportedError(op, f"the indices after the index tile of {t._label()}[...] vary along its "
+                                       f"first axis (the gathered rows)")
+        counts, steps = sub.shape[1:], sub.strides[1:]
+    elif t.ndim == 1:
+        sub, counts, steps = t, (), ()
+    else:
+        sub = t[(0,) + rest]
+        counts, steps = sub.shape, sub.strides
+    if sub.oob is not None:
+        raise BoundsError(op, str(sub.oob))
+    rows = idx.shape[0] if idx.shape else 1
+    row_step = math.prod(t.shape[1:])
+    return indirect.make(t, (rows,) + tuple(counts), (row_step,) + tuple(steps), sub.offset, idx, 0, op)
 
 
 def restrict(t, ranges: tuple):

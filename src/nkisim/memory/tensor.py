@@ -468,8 +468,8 @@ class NkiTensor:
                 strides.append(s * step)
             else:
                 if type(k) is not int:
-                    if type(k) is _IndexExpr:       # a Beta-1 index expression: an affine view
-                        return _affine.index_view(self, key, op)
+                    if type(k) is _IndexExpr or (d == 0 and type(k) is NkiTensor):
+                        return _affine.index_view(self, key, op)    # Beta 1: an affine / gather view
                     if hasattr(k, "shape") and not isinstance(k, np.integer):
                         raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                                    ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
