@@ -20,7 +20,8 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state
 from ..state import current as _current
-from ..errors import NkiError, kernel_location
+from ..errors import NkiError, UnsupportedError, kernel_location
+from ..memory import access as _access
 from ..memory import affine as _affine
 from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
@@ -361,16 +362,20 @@ def run(spec: OpSpec, args: tuple):
     if core is None:
         raise NkiError(spec.api, "called outside a simulated kernel; run the kernel with "
                                  "nki.simulate(kernel)(...) or set NKI_SIMULATOR=1")
+    keep = None
     if core.mask is not None and core.ins is None:
         kept = _masked_args(spec, args, core.mask)
         if kept is None:                # the mask keeps no element: the instruction is not issued
             return _named(spec, args)
         args = kept
+        keep = core.mask.keep
     ins = Ins(spec, core, args)
     prev = core.ins
     core.ins = ins
     if core.mask is not None and prev is None:
         ins.note(mask=True)
+        if keep is not None:
+            _access.keeping(core, keep)
     mem = core.memory
     if mem is not None:
         mem.clock += 1              # the on-chip lifetime clock: one tick per instruction
@@ -396,6 +401,8 @@ def run(spec: OpSpec, args: tuple):
         return _named(spec, args)
     finally:
         core.ins = prev
+        if keep is not None:
+            _access.keeping(core, None)
         if prev is None and core.after_ins is not None:     # LNC2: the shared-HBM turn ends
             core.after_ins(core)
     core.seq += 1
@@ -426,10 +433,18 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     operand like a NumPy array (right-aligned, but an on-chip operand's partition dim takes the
     mask's first axis; ``MASK_AXES`` for ops whose dst axes differ); see
     ``memory.affine.axis_ranges`` for which dims are restricted. An empty mask issues no
-    instruction (no event). Tensor operands only (gathered / scattered views stay whole)."""
+    instruction (no event). Tensor operands only (gathered / scattered views stay whole).
+    A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
+    restricted to its bounding box and the instruction's writes store only the elements it keeps
+    (``access.keeping``); the elements of the box it drops are still read (Decision: the docs
+    define masks as ranges; this serves ``nisa.affine_select``-style predicates). It raises
+    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction)."""
     if box.empty:
         return None
     roles = MASK_AXES.get(spec.api)
+    if box.keep is not None and roles is not None:
+        raise UnsupportedError(spec.api, "a mask that is not a range of each axis (e.g. i_f < i_p) on an "
+                                         "instruction whose output axes are not its inputs'")
     out = list(args)
     for r in (*spec.reads, *spec.writes):
         i = spec.index[r]

@@ -256,16 +256,21 @@ class Predicate:
 
 class Box:
     """A mask reduced to ranges: ``shape`` (the grid of its expressions), ``ranges`` (per axis
-    ``(lo, hi)`` of valid positions, or None for the whole axis), ``empty`` (no valid element)."""
-    __slots__ = ("shape", "ranges", "empty")
+    ``(lo, hi)`` of valid positions, or None for the whole axis), ``empty`` (no valid element),
+    ``keep`` (a predicate that is not a range of each axis, e.g. ``i_f < i_p``: its truth values
+    inside the ranges, which are then its bounding box; else None)."""
+    __slots__ = ("shape", "ranges", "empty", "keep")
 
-    def __init__(self, shape, ranges, empty):
-        self.shape, self.ranges, self.empty = shape, ranges, empty
+    def __init__(self, shape, ranges, empty, keep=None):
+        self.shape, self.ranges, self.empty, self.keep = shape, ranges, empty, keep
 
     def __repr__(self):
         return f"Box(shape={self.shape}, ranges={self.ranges}, empty={self.empty})"
 
     def intersect(self, other: "Box") -> "Box":
+        if self.keep is not None or other.keep is not None:
+            raise UnsupportedError("nested mask", "a mask that is not a range of each axis cannot be nested "
+                                                  "in another; combine them with & in one mask")
         shape = _broadcast(self.shape, other.shape, "nested mask")
         a = (None,) * (len(shape) - len(self.ranges)) + self.ranges
         b = (None,) * (len(shape) - len(other.ranges)) + other.ranges
@@ -326,13 +331,11 @@ def _box(terms) -> Box:
                 empty = True
             continue
         if len(axes) > 1:
-            raise UnsupportedError(op, f"a mask comparison must restrict one axis; {e!r} {cmp} 0 varies "
-                                       f"along axes {axes} (use nisa.affine_select for such a predicate)")
+            return _general_box(terms, shape)
         a = axes[0]
         r = _solve(e.const, coefs[a], cmp, shape[a])
         if r is None:
-            raise UnsupportedError(op, f"the mask comparison {e!r} {cmp} 0 keeps positions that are not "
-                                       f"one range of axis {a}")
+            return _general_box(terms, shape)
         lo, hi = r
         if lo >= hi:
             empty = True
@@ -347,6 +350,21 @@ def _box(terms) -> Box:
         if r is not None and r == (0, shape[a]):
             ranges[a] = None
     return Box(shape, tuple(ranges), empty)
+
+
+def _general_box(terms, shape) -> Box:
+    """A predicate that is not a range of each axis: its bounding box, and its truth values in it."""
+    full = np.asarray(Predicate(terms))
+    full = np.broadcast_to(full, shape)
+    if not full.any():
+        return Box(shape, (None,) * len(shape), True)
+    ranges = []
+    for a in range(len(shape)):
+        hit = np.flatnonzero(full.any(axis=tuple(b for b in range(len(shape)) if b != a)))
+        lo, hi = int(hit[0]), int(hit[-1]) + 1
+        ranges.append(None if (lo, hi) == (0, shape[a]) else (lo, hi))
+    keep = full[tuple(slice(*r) if r else slice(None) for r in ranges)]
+    return Box(shape, tuple(ranges), False, None if keep.all() else np.ascontiguousarray(keep))
 
 
 def as_box(mask) -> Box | None:
