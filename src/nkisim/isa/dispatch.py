@@ -23,6 +23,7 @@ from ..state import current as _current
 from ..errors import NkiError, UnsupportedError, kernel_location
 from ..memory import access as _access
 from ..memory import affine as _affine
+from ..memory import masks as _masks
 from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
 from ..trace.events import Instruction, Operand
@@ -432,7 +433,7 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     and reductions see only the kept elements. The mask's grid is broadcast against each
     operand like a NumPy array (right-aligned, but an on-chip operand's partition dim takes the
     mask's first axis; ``MASK_AXES`` for ops whose dst axes differ); see
-    ``memory.affine.axis_ranges`` for which dims are restricted. An empty mask issues no
+    ``memory.masks.axis_ranges`` for which dims are restricted. An empty mask issues no
     instruction (no event). Tensor operands only (gathered / scattered views stay whole).
     A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
     restricted to its bounding box and the instruction's writes store only the elements it keeps
@@ -453,7 +454,7 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
             continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
-        ranges = _affine.axis_ranges(box, a.shape, roles.get(r) if roles else None, a.on_chip)
+        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None, a.on_chip)
         if ranges is not None:
             out[i] = _affine.restrict(a, ranges)
     return tuple(out)

@@ -3,7 +3,7 @@ them (``i_p * 2 + k``, ``[:, None]`` broadcasting) as tile indices, ``nl.par_dim
 and ``mask=`` predicates (``masked(mask)``: the instructions issued inside neither read nor write
 the masked-off elements).
 
-The expressions, their views and the mask ranges live in ``memory.affine``; a mask is applied by
+The expressions and their views live in ``memory.affine``, masks in ``memory.masks``; a mask is applied by
 the dispatcher (``isa.dispatch._masked_args``) to every instruction issued under ``masked``.
 Source: aws-neuron-sdk 2.26 ``general/nki/api/nki.language.rst`` (arange, mgrid, par_dim) and the
 programming guide's "Tensor Indexing" and nki.api.shared.rst "NKI API Masking" sections.
@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 
 from .. import state
-from ..memory.affine import Grid, IndexExpr, ParDim, Predicate, arange, as_box, mgrid, par_dim
+from ..memory.affine import Grid, IndexExpr, ParDim, arange, mgrid, par_dim
+from ..memory.masks import Predicate, as_box
 
 __all__ = ["arange", "mgrid", "par_dim", "masked", "IndexExpr", "Predicate", "Grid", "ParDim"]
 

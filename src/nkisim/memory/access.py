@@ -517,7 +517,7 @@ _keeping = 0    # instructions running under a non-range mask (``keeping``): 0 o
 
 def keeping(core, keep) -> None:
     """The dispatcher runs ``core``'s instruction under a non-range Beta-1 mask (``keep``: the bool
-    grid of the elements kept, ``memory.affine.Box.keep``), or ends it (``None``): while it runs,
+    grid of the elements kept, ``memory.masks.Box.keep``), or ends it (``None``): while it runs,
     ``write`` stores only kept elements and the write fast paths (``out_f32``, ``matmul_out``,
     deferred copies and fills) stand aside."""
     global _keeping
