@@ -299,3 +299,17 @@ def test_non_range_masks_refuse_what_they_cannot_mean(which, message):
                     pass
     with pytest.raises(UnsupportedError, match=re.escape(message)):
         simulate(kernel, np.zeros((128, 64), np.float32))
+
+
+def test_a_2d_mask_restricts_the_rows_of_3d_operands_on_chip_and_in_hbm():
+    def kernel(a):
+        i_p = ix.arange(128)[:, None]                    # a 2-D mask over (P, 1)
+        g = ix.mgrid[0:128, 0:4, 0:8]
+        t = nl.zeros((128, 4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        with ix.masked(i_p < 50):
+            nisa.dma_copy(dst=t, src=a[g.p, g.x, g.y])    # a is (50, 4, 8): rows 50.. masked off
+        return tile_out(t)
+    a = RNG.standard_normal((50, 4, 8)).astype(np.float32)
+    want = np.zeros((128, 4, 8), np.float32)
+    want[:50] = a
+    np.testing.assert_array_equal(simulate(kernel, a), want)

@@ -431,8 +431,8 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     instruction on sub-views of its operands, so masked-off elements are neither read (no
     uninitialised-read, race or bounds error for them) nor written (dst keeps its old values),
     and reductions see only the kept elements. The mask's grid is broadcast against each
-    operand like a NumPy array (right-aligned, but an on-chip operand's partition dim takes the
-    mask's first axis; ``MASK_AXES`` for ops whose dst axes differ); see
+    operand like a NumPy array (right-aligned, but an operand's dim 0 takes the mask's first
+    axis; ``MASK_AXES`` for ops whose dst axes differ); see
     ``memory.masks.axis_ranges`` for which dims are restricted. An empty mask issues no
     instruction (no event). Tensor operands only (gathered / scattered views stay whole).
     A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
@@ -454,7 +454,7 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
             continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
-        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None, a.on_chip)
+        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
         if ranges is not None:
             out[i] = _affine.restrict(a, ranges)
     return tuple(out)

@@ -306,7 +306,8 @@ def index_view(t, key: tuple, op: str):
     The view's dims are the broadcast grid's axes, then the sliced and unindexed trailing dims;
     grid axis ``a`` strides by ``sum(strides[d] * coef of a in dim d's expression)``, so any affine
     form is a strided view (two expressions on one axis, one expression on two dims, negative
-    coefficients). Bounds: ints and slices are checked at once; an expression reaching outside
+    coefficients). Bounds: ints (negative ones count from the end, as in basic indexing) and
+    slices are checked at once; expression values never wrap: an expression reaching outside
     its dim makes a view marked out of bounds (``oob``): any instruction using it raises
     BoundsError unless a mask keeps only in-bounds positions (``restrict``).
     On SBUF/PSUM the first grid axis is the partition axis: dim 0's expression must be ``c + g_0``

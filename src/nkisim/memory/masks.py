@@ -201,13 +201,13 @@ def as_box(mask) -> Box | None:
                                    f"(e.g. (i_p < n) & (i_f >= 3)), got {type(mask).__name__} {mask!r}")
 
 
-def axis_ranges(box: Box, shape: tuple, axes: tuple | None, on_chip: bool = False) -> tuple | None:
+def axis_ranges(box: Box, shape: tuple, axes: tuple | None) -> tuple | None:
     """The ranges ``restrict`` takes for an operand of ``shape`` under ``box``, or None when the
     mask leaves it whole. Operand dim ``d`` is aligned with one mask axis: ``axes[d]`` when given
-    (negative, counted from the last axis); else NumPy's right alignment, except that the
-    partition dim of an on-chip operand (dim 0) is aligned with the mask's first axis when the
-    mask has two or more (its free dims right-aligned with the others: a (P,) reduction result
-    follows the partition range). A dim is restricted when the mask restricts its axis and the
+    (negative, counted from the last axis); else NumPy's right alignment, except that dim 0 (the
+    partition dim of a tile, the rows of an HBM view) is aligned with the mask's first axis when
+    the mask has two or more (the other dims right-aligned with the other axes: a (P,) reduction
+    result follows the partition range, a (P, F1, F2) operand takes ``i_p < n`` of a 2-D mask). A dim is restricted when the mask restricts its axis and the
     dim has the axis' extent; dims of another extent (size-1 broadcast dims, a reduction's
     output, the other free dim of a matmul) stay whole."""
     m = len(box.ranges)
@@ -216,7 +216,7 @@ def axis_ranges(box: Box, shape: tuple, axes: tuple | None, on_chip: bool = Fals
     for d, n in enumerate(shape):
         if axes is not None and d < len(axes):
             a = axes[d]
-        elif on_chip and m >= 2:
+        elif m >= 2:
             a = -m if d == 0 else d - nd
             if d > 0 and -a >= m:           # would reach the partition axis: no axis of its own
                 out.append(None)
