@@ -17,10 +17,9 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..isa.dispatch import Passed, _unknown_keywords, instruction
 from ..isa.enums import engine as _engine
-from ..errors import UnsupportedError
 from ..memory import access
 from ..memory.affine import ParDim
 from ..memory.blocks import BlockTensor
