@@ -74,6 +74,8 @@ class CoreState:
     fast: bool = True          # settings.fast_paths: memo, deferred copies, storage pool, out= writes
     before_ins: Any = None     # LNC2: callable(ins) run() calls before an instruction (stop / pending receives)
     after_ins: Any = None      # LNC2: callable(core) the dispatcher calls when a top-level instruction ends
+    mask: Any = None           # memory.masks.Box: the Beta-1 mask= of the instructions issued now (dispatch)
+    keep: Any = None           # the running instruction's non-range mask: the dst elements it writes (access)
     settings: Any = field(init=False, repr=False)   # the launch's (plain attributes: every op
     target: Any = field(init=False, repr=False)     # reads the target, a property call is slower)
 

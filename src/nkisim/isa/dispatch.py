@@ -20,7 +20,10 @@ import numpy as np
 from .. import dtypes as _dt
 from .. import state
 from ..state import current as _current
-from ..errors import NkiError, kernel_location
+from ..errors import NkiError, UnsupportedError, kernel_location
+from ..memory import access as _access
+from ..memory import affine as _affine
+from ..memory import masks as _masks
 from ..memory.indirect import IndirectTensor
 from ..memory.tensor import NkiTensor
 from ..trace.events import Instruction, Operand
@@ -171,7 +174,7 @@ def _generate(stub, spec: OpSpec):
     if _kw or _x:
         _bad_call(_spec, _x, _kw)
     _c = _current.get()
-    if _c is None or not _c.fast or _c.ins is not None or not _spec.memo:
+    if _c is None or not _c.fast or _c.ins is not None or not _spec.memo or _c.mask is not None:
         return _run(_spec, ({args}))
     try:
         _p = _spec.passed.get((_c.target, {keyed},))
@@ -360,9 +363,20 @@ def run(spec: OpSpec, args: tuple):
     if core is None:
         raise NkiError(spec.api, "called outside a simulated kernel; run the kernel with "
                                  "nki.simulate(kernel)(...) or set NKI_SIMULATOR=1")
+    keep = None
+    if core.mask is not None and core.ins is None:
+        kept = _masked_args(spec, args, core.mask)
+        if kept is None:                # the mask keeps no element: the instruction is not issued
+            return _named(spec, args)
+        args = kept
+        keep = core.mask.keep
     ins = Ins(spec, core, args)
     prev = core.ins
     core.ins = ins
+    if core.mask is not None and prev is None:
+        ins.note(mask=True)
+        if keep is not None:
+            _access.keeping(core, keep)
     mem = core.memory
     if mem is not None:
         mem.clock += 1              # the on-chip lifetime clock: one tick per instruction
@@ -388,6 +402,8 @@ def run(spec: OpSpec, args: tuple):
         return _named(spec, args)
     finally:
         core.ins = prev
+        if keep is not None:
+            _access.keeping(core, None)
         if prev is None and core.after_ins is not None:     # LNC2: the shared-HBM turn ends
             core.after_ins(core)
     core.seq += 1
@@ -395,6 +411,53 @@ def run(spec: OpSpec, args: tuple):
         ins.seq = core.seq
         core.events.append(_event(ins))
     return _named(spec, args)
+
+
+# operand dim -> mask axis (negative: from the last) where it is not NumPy's right alignment
+MASK_AXES = {
+    # the mask's axes are the inputs' (contraction partition axis, free axis); dst[m, n] takes
+    # stationary's free range on m and moving's on n ("operand masking", nki.api.shared.rst)
+    "nisa.nc_matmul": {"dst": (-1, -1)},
+    "nisa.nc_transpose": {"dst": (-1, -2)},         # dst[f, p] = data[p, f]
+}
+
+
+def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
+    """The arguments of an instruction issued under a Beta-1 mask (``language.indexing.masked``):
+    each tensor operand restricted to the positions the mask keeps, or None when it keeps none.
+
+    Decision (the docs: the mask "informs the compiler to skip generating the instruction or
+    generate the instruction with a smaller input tile shape"): a masked instruction is the same
+    instruction on sub-views of its operands, so masked-off elements are neither read (no
+    uninitialised-read, race or bounds error for them) nor written (dst keeps its old values),
+    and reductions see only the kept elements. The mask's grid is broadcast against each
+    operand like a NumPy array (right-aligned, but an operand's dim 0 takes the mask's first
+    axis; ``MASK_AXES`` for ops whose dst axes differ); see
+    ``memory.masks.axis_ranges`` for which dims are restricted. An empty mask issues no
+    instruction (no event). Tensor operands only (gathered / scattered views stay whole).
+    A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
+    restricted to its bounding box and the instruction's writes store only the elements it keeps
+    (``access.keeping``); the elements of the box it drops are still read (Decision: the docs
+    define masks as ranges; this serves ``nisa.affine_select``-style predicates). It raises
+    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction)."""
+    if box.empty:
+        return None
+    roles = MASK_AXES.get(spec.api)
+    if box.keep is not None and roles is not None:
+        raise UnsupportedError(spec.api, "a mask that is not a range of each axis (e.g. i_f < i_p) on an "
+                                         "instruction whose output axes are not its inputs'")
+    out = list(args)
+    for r in (*spec.reads, *spec.writes):
+        i = spec.index[r]
+        a = out[i]
+        if type(a) is not NkiTensor:
+            continue
+        if a is not args[i]:            # a role both read and written: restricted once
+            continue
+        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
+        if ranges is not None:
+            out[i] = _affine.restrict(a, ranges)
+    return tuple(out)
 
 
 def _rules(spec: OpSpec, ins: Ins, args: tuple) -> Passed:

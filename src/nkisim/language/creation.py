@@ -17,11 +17,13 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, ShapeError, UnsupportedError
 from ..isa.dispatch import Passed, _unknown_keywords, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
-from ..memory.buffers import sbuf, shared_hbm
+from ..memory.affine import ParDim
+from ..memory.blocks import BlockTensor
+from ..memory.buffers import ON_CHIP, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 
 
@@ -55,7 +57,49 @@ def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **kw) -> Nk
     """
     if kw:
         unknown_keyword("nl.ndarray", ndarray, kw)
+    split = _block_split(shape, buffer)
+    if split is not None:
+        return _block_tensor("nl.ndarray", split, dtype, buffer, name, address)
     return access.allocate(shape, dtype, buffer, name, op="nl.ndarray", address=address)
+
+
+def _block_split(shape, buffer):
+    """(block dims, tile shape) of an SBUF/PSUM ``shape`` with ``nl.par_dim`` after dim 0 (Beta 1),
+    else None (``par_dim`` first, or in an HBM shape, is its plain size)."""
+    if type(shape) not in (tuple, list) or buffer not in ON_CHIP:
+        return None
+    for i, s in enumerate(shape):
+        if type(s) is ParDim and i > 0:
+            return tuple(shape[:i]), tuple(shape[i:])
+    return None
+
+
+def _block_tensor(api, split, dtype, buffer, name, address=None, fill=None) -> BlockTensor:
+    """A Beta-1 block tensor ``(B..., par_dim(P), F...)``: each block its own (P, F...) allocation
+    (``memory.blocks``), made when first indexed; block 0 is made now, so a bad shape, dtype or
+    capacity raises here. ``fill`` (a scalar): every block is made and filled now (one fill
+    instruction per block). Raises UnsupportedError for ``address=`` (blocks are placed by the
+    compiler), and what ``nl.ndarray`` raises."""
+    blocks, tile = split
+    if address is not None:
+        raise UnsupportedError(api, "address= on a tensor with block dimensions: each block is placed "
+                                    "separately; allocate each tile with its own address")
+    if any(isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)) or b < 1 for b in blocks):
+        raise ShapeError(api, f"block dims {blocks} must be positive integers")
+    on_chip, _ = _FILL[api] if fill is not None else (None, None)
+
+    def make(label):
+        t = access.allocate(tile, dtype, buffer, label, op=api, fill=fill is None)
+        if fill is not None:
+            on_chip(t, fill)
+        return t
+    bt = BlockTensor(tuple(int(b) for b in blocks), tuple(int(s) for s in tile), None, buffer, name, make)
+    first = bt.block((0,) * len(blocks))
+    bt.dtype = first.dtype
+    if fill is not None:
+        for idx in np.ndindex(*bt.blocks):
+            bt.block(tuple(int(i) for i in idx))
+    return bt
 
 
 def _fill_compute(ins, dst, value):
@@ -93,6 +137,9 @@ _FILL = {api: _fill_instructions(api) for api in ("nl.full", "nl.zeros", "nl.one
 
 
 def _full(api, shape, fill_value, dtype, buffer, name) -> NkiTensor:
+    split = _block_split(shape, buffer)
+    if split is not None:
+        return _block_tensor(api, split, dtype, buffer, name, fill=fill_value)
     t = access.allocate(shape, dtype, buffer, name, op=api, fill=False)
     on_chip, hbm = _FILL[api]
     (on_chip if t.on_chip else hbm)(t, fill_value)

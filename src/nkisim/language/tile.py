@@ -44,6 +44,7 @@ from ..isa.dispatch import Passed, api_function, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
 from ..memory.access import matmul_flags, read_f32, read_raw, write
+from ..memory.indirect import IndirectTensor
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
@@ -368,8 +369,9 @@ def load(src, dtype=None):
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (load).
     """
     op = "nl.load"
-    rules.tensor(op, "src", src)
-    rules.on_chip(op, "src", src, HBM)
+    if type(src) is not IndirectTensor:     # a gather view (Beta 1: data[idx_tile, i_f]) is HBM
+        rules.tensor(op, "src", src)
+        rules.on_chip(op, "src", src, HBM)
     dst = _new(src.shape or (1,), _out_dtype(dtype, src.dtype), op)
     _dma_copy(dst=dst, src=src)
     return dst
@@ -388,8 +390,9 @@ def store(dst, value):
     nki/guides/tutorials/kernel-optimization.rst ("you cannot move data directly from PSUM to HBM").
     """
     op = "nl.store"
-    rules.tensor(op, "dst", dst)
-    rules.on_chip(op, "dst", dst, HBM)
+    if type(dst) is not IndirectTensor:     # a scatter view (Beta 1: data[idx_tile, i_f]) is HBM
+        rules.tensor(op, "dst", dst)
+        rules.on_chip(op, "dst", dst, HBM)
     _tile(op, "value", value)
     rules.sbuf_only(op, "value", value)
     _dma_copy(dst=dst, src=value)

@@ -467,6 +467,8 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     write clears those flags. A matmul write counts as an accumulation for race detection unless
     ``overwrite=True`` (``accumulate=False``); so does a ``reduction=True`` write (``psum += ...``).
     """
+    if _keeping and _keep_write(t, values, matmul, add, overwrite, reduction):
+        return
     alloc = t.alloc
     if alloc.dependents or alloc.lazy is not None:
         _before_store(alloc, not add and _whole(t))
@@ -512,12 +514,56 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         _hooks.mark_written(t)
 
 
+_keeping = 0    # instructions running under a non-range mask (``keeping``): 0 on the plain path
+
+
+def keeping(core, keep) -> None:
+    """The dispatcher runs ``core``'s instruction under a non-range Beta-1 mask (``keep``: the bool
+    grid of the elements kept, ``memory.masks.Box.keep``), or ends it (``None``): while it runs,
+    ``write`` stores only kept elements and the write fast paths (``out_f32``, ``matmul_out``,
+    deferred copies and fills) stand aside."""
+    global _keeping
+    if keep is None:
+        if core.keep is not None:
+            core.keep = None
+            _keeping -= 1
+    else:
+        core.keep = keep
+        _keeping += 1
+
+
+def _keep_write(t: NkiTensor, values, matmul, add, overwrite, reduction) -> bool:
+    """``write`` under a non-range mask: the write, then the dropped elements get their old
+    values back (False when this core runs no such mask). Decision: the dropped elements count
+    as written for the uninitialised-read check and the PSUM matmul flags."""
+    core = state.current.get()
+    keep = core.keep if core is not None else None
+    if keep is None:
+        return False
+    try:
+        kept = np.broadcast_to(keep, t.shape)
+    except ValueError:
+        op, role = _hooks.accessor(t, "w")
+        raise UnsupportedError(op, f"{role} {t.shape} is not of the shape of the mask's grid {keep.shape}: a "
+                                   f"mask that is not a range of each axis needs an element-wise "
+                                   f"instruction") from None
+    old = t.np().copy()
+    core.keep = None
+    try:
+        write(t, values, matmul, add, overwrite, reduction)
+    finally:
+        core.keep = keep
+    drop = ~kept
+    t.np()[drop] = old[drop]
+    return True
+
+
 def out_f32(t: NkiTensor):
     """The writable NumPy view of a float32 tensor stored as float32 (where no rounding is due),
     after running every write hook (race record, caller snapshot, PSUM flags, initialised mask), so
     an op can compute straight into it with a ufunc's ``out=``; None for any other tensor (use
     ``write``). Read the op's inputs before calling it."""
-    if t.dtype != F32 or t.storage.dtype != F32:
+    if t.dtype != F32 or t.storage.dtype != F32 or _keeping:
         return None
     core = state.current.get()
     if core is None or not core.fast:
@@ -535,7 +581,7 @@ def matmul_out(t: NkiTensor, overwrite: bool):
     ``nc_matmul`` overwrites (its PSUM flags say no accumulation is due), after the write hooks
     (``overwrite``: accumulate=False, for race detection); None when ``t`` is not such a tile.
     Read the operands after calling it (a deferred copy of ``t`` is carried out first)."""
-    if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t):
+    if t.dtype is not F32 or t.storage.dtype is not F32 or not _whole(t) or _keeping:
         return None
     core = state.current.get()
     if core is None or not core.fast:
@@ -578,7 +624,7 @@ def _can_defer(t: NkiTensor) -> bool:
     LNC1 launch, not deferred already and not itself the source of a deferred copy."""
     alloc = t.alloc
     rec = alloc.rec
-    return (rec is not None and rec.mem.deferrable and t._whole is True and alloc.lazy is None
+    return (not _keeping and rec is not None and rec.mem.deferrable and t._whole is True and alloc.lazy is None
             and not alloc.dependents)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import BoundsError, DtypeError, ShapeError, UnsupportedError
+from . import affine as _affine
 from . import hooks as _hooks
 from .buffers import HBM, ON_CHIP, MemoryRegion, psum, sbuf
 
@@ -416,6 +417,8 @@ class NkiTensor:
             t.oob, t.dynamic = oob or self.oob, True
         elif oob is not None:
             t.oob = oob
+        elif type(self.oob) is _affine.OutOfBounds:    # a view of an index-expression view outside
+            t.oob = self.oob                            # its dims stays out of bounds
         return t
 
     def _outside(self, shape, strides, offset) -> str | None:
@@ -455,10 +458,12 @@ class NkiTensor:
         NkiTensor.__getitem__); anything outside ``-n .. n-1`` (indices) or ``-n .. n`` (slice
         bounds) raises BoundsError: no wrap-around past the start, no clipping past the end.
         ``None``, floats and bools raise BoundsError too.
+        Beta-1 index expressions (``nl.arange``, ``nl.mgrid``, affine forms of them; an mgrid
+        grid as the whole key) give a strided view too: ``memory.affine.index_view``.
         """
         op = "tensor indexing"
         if type(key) is not tuple:
-            key = (key,)
+            key = tuple(key) if isinstance(key, tuple) else (key,)     # (an nl.mgrid grid: its axes)
         memo = _memo_key(key) if not self.dynamic and self.oob is None else None
         if memo is not None:
             views = self._views
@@ -534,6 +539,8 @@ class NkiTensor:
                 strides.append(s * step)
             else:
                 if type(k) is not int:
+                    if type(k) is _IndexExpr or (d == 0 and type(k) is NkiTensor):
+                        return _affine.index_view(self, key, op)    # Beta 1: an affine / gather view
                     if hasattr(k, "shape") and not isinstance(k, np.integer):
                         raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                                    ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
@@ -557,6 +564,8 @@ class NkiTensor:
         t = NkiTensor(self.alloc, shape, strides, offset, self.dtype, self.storage)
         if dynamic:                         # nl.ds with a runtime start, or a view of a dynamic view
             t.oob, t.dynamic = oob, True
+        elif type(oob) is _affine.OutOfBounds:     # a part of an index-expression view outside its
+            t.oob = oob                             # dims: stays out of bounds (checked where used)
         elif oob is not None:               # a part of an out-of-bounds .ap() view: checked again
             t.oob = self._outside(t.shape, t.strides, t.offset)
         return t
@@ -906,6 +915,7 @@ class NkiTensor:
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
 
 
+_IndexExpr = _affine.IndexExpr
 _VIEW_MEMO_LIMIT = 256     # memoised index views kept per tensor; a full table starts over
 # (parent shape, strides, offset, on chip, static key) -> (shape, strides, offset) of the view:
 # ``__getitem__``'s geometry, which depends on nothing else for a static key of a static view
@@ -934,6 +944,8 @@ def _memo_key(key: tuple):
             out.append((a, b, c))
         elif tk is int or k is Ellipsis:
             out.append(k)
+        elif tk is _IndexExpr:
+            out.append(k.key)
         else:
             return None
     return tuple(out)
