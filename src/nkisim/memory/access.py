@@ -436,16 +436,17 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     """The operand as float32, as the engines read it (shares memory when stored as float32).
 
     Never write into the result: it is the storage itself (fp32) or a read-only upcast that later
-    reads share. Decision (speed; no visible effect): the upcast of a view of a non-fp32
-    allocation (bf16, fp8, fp16, integers) is kept and handed to later reads of the same view
-    (same offset, shape, strides) until anything writes the allocation (``_drop_shadow``:
-    ``write``, the ``out=`` and deferred paths, ``restore``); once the views upcast since the last
-    write hold more elements than the allocation (they overlap), the whole allocation is upcast
-    once and every view reads that. So a tile read many times per write is converted once, and
-    no pattern converts more than twice what the plain path would. A tile made by a deferred copy
+    reads share. Decision (speed; no visible effect): from its second read, the upcast of a view
+    of a non-fp32 allocation (bf16, fp8, fp16, integers) is kept and handed to later reads of the
+    same view (same offset, shape, strides) until anything writes the allocation
+    (``_drop_shadow``: ``write``, the ``out=`` and deferred paths, ``restore``); once more
+    elements have been upcast since the last write than the allocation holds, the whole
+    allocation is upcast once and every view reads that. So a tile read many times per write is
+    converted about once (a first read is not kept: fresh memory costs page faults), and no
+    pattern converts more than twice what the plain path would. A tile made by a deferred copy
     reads its source's upcasts. Memory: at most 4 bytes per element of the allocation (bf16: 3x
     its footprint, fp8 5x), freed by its next write or its end. Off with the other fast paths
-    (``NKISIM_FAST_PATHS=0``).
+    (``NKISIM_FAST_PATHS=0``), and off by default (``KEEP_UPCASTS``: measured slower).
     """
     if isinstance(t, NkiTensor):
         alloc = t.alloc
@@ -469,8 +470,18 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
     return np.asarray(t, dtype=F32)
 
 
+# Decision (measured, issue 14): keeping upcasts is off. With it on, the 512^3 bf16 matmul
+# benchmark ran 2 % slower and flash_attention bf16 at S=1024 5 % slower (one-process A/B, same
+# inputs): the kept arrays are fresh memory (page faults) while a conversion that is dropped at
+# once reuses warm memory, and the saved conversions are cheap (~10 us per 128 x 512 bf16 tile).
+# Tests switch it on to keep the mechanism exact; a kernel reading one tile many more times per
+# write (S=4096 flash attention, inconclusive under load) may gain from it.
+KEEP_UPCASTS = False
 NO_SHADOW = object()   # Allocation.f32 when reads are never kept (fast paths off, or a caller
 #                        array that overlaps another argument's allocation: launch._alias_plan)
+
+
+_UNSEEN = object()
 
 
 class _Shadow:
@@ -494,15 +505,17 @@ def _upcast(t: NkiTensor, alloc, a: np.ndarray, offset: int, strides: tuple) -> 
         w = sh.whole
         if w is not None:
             return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
-        hit = sh.views.get((offset, a.shape, strides))
-        if hit is not None:
+        hit = sh.views.get((offset, a.shape, strides), _UNSEEN)
+        if type(hit) is np.ndarray:
             return hit
+    else:
+        hit = _UNSEEN
     if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
         _packed_error(t, "r")
     if sh is NO_SHADOW or not a.size or (strides and min(strides) < 0):
         return to_f32(a)
     if sh is None:
-        core = state.current.get()
+        core = state.current.get() if KEEP_UPCASTS else None
         if core is None or not core.fast:
             alloc.f32 = NO_SHADOW
             return to_f32(a)
@@ -515,12 +528,15 @@ def _upcast(t: NkiTensor, alloc, a: np.ndarray, offset: int, strides: tuple) -> 
         sh.views = None
         return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
     f = to_f32(a)
+    sh.n = n
+    if hit is _UNSEEN:              # a first read is not kept (fresh memory costs page faults)
+        sh.views[(offset, a.shape, strides)] = None
+        return f
     f.flags.writeable = False
     if a.size == size and offset == 0 and a.flags.c_contiguous:
         sh.whole = f.reshape(-1)    # the whole storage, in order
         sh.views = None
     else:
-        sh.n = n
         sh.views[(offset, a.shape, strides)] = f
     return f
 
@@ -710,7 +726,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     _used(da.rec, write=True)       # written now, for the lifetime model
     _count("deferred_copy")
     da.lazy = view
-    if src.storage is sa.storage:   # reads of dst may use the source's fp32 shadow (read_f32)
+    if KEEP_UPCASTS and view.dtype is not F32:   # reads of dst may use the source's upcasts
         da.lazy_src = (view, weakref.ref(sa), src.offset, src.strides)
     sa.add_dependent(da)
     return True
