@@ -37,6 +37,7 @@ TARGETS = {"matmul512_fp32": 2.0, "matmul512_bf16": 3.0, "softmax": 3.0, "rmsnor
            "tensor_tensor_overhead": 2.0, "partial_tile_adds": 3.0, "matmul512_fp32_tutorial_tiled": 2.0,
            "matmul512_fp32_tutorial_hoist": 2.0, "profile512_fp32_tutorial_tiled": 1.5,
            "timing_only2048_bf16": 0.1, "lnc2_launch_trivial": 1.5, "tiny_llama_decode": 5.0}
+TARGETS["flash_attention_s1024"] = 2.0      # issue 14; S=4096 is measured, with no target
 # matmul512_fp32_tutorial_nl has no target: by the nl API's definition each K step makes a new
 # PSUM tile (nl.matmul) and adds it to the accumulator (+=), one more tile write and add per step
 # than nc_matmul's in-place accumulation; it is measured and reported (README).
@@ -288,6 +289,37 @@ def case_memory(n=2048):
     return extra, in_bytes, io_bytes
 
 
+FLASH_SHAPE = {"Hq": 4, "Hkv": 2, "D": 128, "dtype": "float32", "causal": True}
+
+
+def case_flash_attention(S, repeat):
+    """``nkisim.kernels.attention.flash_attention_kernel`` (LNC2, as ``flash_attention`` routes
+    it) on q [S, Hq, D], k, v [S, Hkv, D] fp32, causal, vs torch's ``scaled_dot_product_attention``
+    on the same tensors ([Hq, S, D] views, ``enable_gqa=True``), one torch thread. Imports torch:
+    a missing torch skips the case."""
+    import torch
+    import torch.nn.functional as F
+    from nkisim.kernels.attention import flash_attention_kernel
+    Hq, Hkv, D = FLASH_SHAPE["Hq"], FLASH_SHAPE["Hkv"], FLASH_SHAPE["D"]
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((S, h, D), dtype=np.float32) for h in (Hq, Hkv, Hkv))
+    scale = D ** -0.5
+    sim = nki.simulate(flash_attention_kernel)[2]
+    qt, kt, vt = (torch.from_numpy(x).transpose(0, 1) for x in (q, k, v))
+
+    def sdpa():
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale, enable_gqa=True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = sim(q, k, v, scale, True)
+        err = float(np.max(np.abs(out - sdpa().transpose(0, 1).numpy())))
+        t_sim, t_ref, timing = interleaved_times(lambda: sim(q, k, v, scale, True), sdpa, repeat)
+    finally:
+        torch.set_num_threads(threads)
+    return t_sim, t_ref, {"max_abs_err": err, "shape": {"S": S, **FLASH_SHAPE}, "lnc": 2, **timing}
+
+
 def case_tiny_llama(repeat, n_new=8):
     """Tiny Llama decode time per generated token: simulator (eager) vs PyTorch fallbacks."""
     import model  # imports torch: a missing torch skips the case
@@ -325,11 +357,13 @@ def main(argv=None):
         ("profile512_fp32_tutorial_tiled", "nki.simulate, same kernel", lambda: case_profile(rep512)),
         ("profile_4096x8192x8192_bf16_timing_only", "one numpy.matmul fp32", case_profile_timing_only),
         ("timing_only2048_bf16", "nki.simulate, same kernel", lambda: case_timing_only_vs_compute(max(1, rep // 2))),
+        ("flash_attention_s1024", "torch SDPA, same shapes", lambda: case_flash_attention(1024, rep)),
+        ("flash_attention_s4096", "torch SDPA, same shapes", lambda: case_flash_attention(4096, max(3, rep // 2))),
         ("tiny_llama_decode", "PyTorch fallbacks, per token", lambda: case_tiny_llama(rep)),
     ]
     if args.quick:
         cases = [c for c in cases if c[0] not in ("matmul2048_bf16", "profile_4096x8192x8192_bf16_timing_only",
-                                                  "timing_only2048_bf16")]
+                                                  "timing_only2048_bf16", "flash_attention_s4096")]
     results = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
                            "cpu_count": os.cpu_count()}, "cases": {}}
     rows = []

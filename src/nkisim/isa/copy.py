@@ -185,12 +185,21 @@ def affine_values(op: str, pattern, offset, channel_multiplier, p: int, free_siz
         raise ShapeError(op, f"pattern covers {n} elements per partition, dst has {free_size}")
     base = int32_param(op, "offset", offset)
     mult = int32_param(op, "channel_multiplier", channel_multiplier)
-    v = np.full((1,) * len(pairs), base, np.int64)
+    # every partial sum lies in [lo, hi]: inside int32 nothing wraps, so int32 arithmetic gives
+    # the same values as the wrapped int64 sum (and is faster)
+    lo = base + min(0, mult * (p - 1)) + sum(min(0, st * (c - 1)) for st, c in pairs)
+    hi = base + max(0, mult * (p - 1)) + sum(max(0, st * (c - 1)) for st, c in pairs)
+    terms = [mult * (p - 1)] + [st * (c - 1) for st, c in pairs]
+    it = np.int32 if (_INT32.min <= lo and hi <= _INT32.max
+                      and all(_INT32.min <= x <= _INT32.max for x in terms)) else np.int64
+    v = np.full((1,) * len(pairs), base, it)
     for k, (step, count) in enumerate(pairs):
         shape = [1] * len(pairs)
         shape[k] = count
-        v = v + np.arange(count, dtype=np.int64).reshape(shape) * step
-    v = v.reshape(1, -1) + np.arange(p, dtype=np.int64).reshape(p, 1) * mult
+        v = v + np.arange(count, dtype=it).reshape(shape) * it(step)
+    v = v.reshape(1, -1) + np.arange(p, dtype=it).reshape(p, 1) * it(mult)
+    if it is np.int32:
+        return v
     return v.astype(np.uint32).view(np.int32) if v.size else v.astype(np.int32)
 
 

@@ -46,7 +46,7 @@ def _as_rules(ins, dst, pattern, channel_multiplier, on_true_tile, on_false_valu
 def _as_compute(ins, dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op, offset, name):
     row, fill = ins.info
     a = affine_values(ins.op, pattern, offset, channel_multiplier, dst.shape[0], dst.free_size)
-    mask = row.fn(a, np.int32(0)).astype(bool)
+    mask = row.fn(a, np.int32(0)).astype(bool, copy=False)
     if on_true_tile.dtype == dst.dtype:       # selected elements keep their bits
         values = np.where(mask, pf(read_raw(on_true_tile)), stored_scalar(dst, fill))
     else:

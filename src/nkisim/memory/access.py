@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 
 import numpy as np
 
@@ -367,6 +368,8 @@ def restore(t: NkiTensor) -> None:
     """Undo a failed kernel's writes to a caller's array used in place."""
     snap = t.alloc.snapshot
     if isinstance(snap, np.ndarray):
+        if t.alloc.f32 is not None:
+            _drop_shadow(t.alloc)
         if t.alloc.dependents:
             t.alloc.release_dependents()
         t.alloc.storage[...] = snap
@@ -432,18 +435,134 @@ def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
 
 
 def read_f32(t, hooks: bool = True) -> np.ndarray:
-    """The operand as float32, as the engines read it (shares memory when stored as float32)."""
+    """The operand as float32, as the engines read it (shares memory when stored as float32).
+
+    Never write into the result: it is the storage itself (fp32) or a read-only upcast that later
+    reads share. Decision (speed; no visible effect): from its second read, the upcast of a view
+    of a non-fp32 allocation (bf16, fp8, fp16, integers) is kept and handed to later reads of the
+    same view (same offset, shape, strides) until anything writes the allocation
+    (``_drop_shadow``: ``write``, the ``out=`` and deferred paths, ``restore``); once more
+    elements have been upcast since the last write than the allocation holds, the whole
+    allocation is upcast once and every view reads that. So a tile read many times per write is
+    converted about once (a first read is not kept: fresh memory costs page faults), and no
+    pattern converts more than twice what the plain path would. A tile made by a deferred copy
+    reads its source's upcasts. Memory: at most 4 bytes per element of the allocation (bf16: 3x
+    its footprint, fp8 5x), freed by its next write or its end. Off with the other fast paths
+    (``NKISIM_FAST_PATHS=0``), and off by default (``KEEP_UPCASTS``: measured slower).
+    """
     if isinstance(t, NkiTensor):
-        if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
+        alloc = t.alloc
+        if hooks and (alloc.init is not None or alloc.watch is not None):
             _on_read(t)
-        lazy = t.alloc.lazy
-        a = _deferred(t, lazy) if lazy is not None and t._whole and t.dtype is t.alloc.dtype else t.np()
+        lazy = alloc.lazy
+        if lazy is not None and t._whole and t.dtype is alloc.dtype:
+            a = _deferred(t, lazy)
+            if a.dtype == F32:
+                return a
+            src = alloc.lazy_src
+            if src is not None and src[0] is lazy:
+                sa = src[1]()
+                if sa is not None:
+                    return _upcast(t, sa, a, src[2], src[3])
+            return _upcast(t, None, a, 0, ())
+        a = t.np()
         if a.dtype == F32:
             return a
-        if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
-            _packed_error(t, "r")
-        return a.astype(F32)
+        return _upcast(t, alloc if t.storage is alloc.storage else None, a, t.offset, t.strides)
     return np.asarray(t, dtype=F32)
+
+
+# Decision (measured, issue 14): keeping upcasts is off. With it on, the 512^3 bf16 matmul
+# benchmark ran 2 % slower and flash_attention bf16 at S=1024 5 % slower (one-process A/B, same
+# inputs): the kept arrays are fresh memory (page faults) while a conversion that is dropped at
+# once reuses warm memory, and the saved conversions are cheap (~10 us per 128 x 512 bf16 tile).
+# Tests switch it on to keep the mechanism exact; a kernel reading one tile many more times per
+# write (S=4096 flash attention, inconclusive under load) may gain from it.
+KEEP_UPCASTS = False
+NO_SHADOW = object()   # Allocation.f32 when reads are never kept (fast paths off, or a caller
+#                        array that overlaps another argument's allocation: launch._alias_plan)
+
+
+_UNSEEN = object()
+
+
+class _Shadow:
+    """``Allocation.f32``: the fp32 upcasts kept since the allocation's last write -- per view
+    (key: offset, shape, strides), or ``whole`` (the flat storage upcast; views read slices)."""
+    __slots__ = ("n", "whole", "views")
+
+    def __init__(self):
+        self.n = 0              # elements upcast into ``views``
+        self.whole = None
+        self.views = {}
+
+
+def _upcast(t: NkiTensor, alloc, a: np.ndarray, offset: int, strides: tuple) -> np.ndarray:
+    """``a`` (the elements of view ``t``, as stored) as float32: kept from an earlier read of the
+    same view or of the whole allocation ``a`` lies in (at ``offset``/``strides`` of
+    ``alloc.storage``), else converted now and kept (``alloc`` None: never kept). See
+    ``read_f32``."""
+    sh = alloc.f32 if alloc is not None else NO_SHADOW
+    if sh is not None and sh is not NO_SHADOW:
+        w = sh.whole
+        if w is not None:
+            return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
+        hit = sh.views.get((offset, a.shape, strides), _UNSEEN)
+        if type(hit) is np.ndarray:
+            return hit
+    else:
+        hit = _UNSEEN
+    if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
+        _packed_error(t, "r")
+    if sh is NO_SHADOW or not a.size or (strides and min(strides) < 0):
+        return to_f32(a)
+    if sh is None:
+        core = state.current.get() if KEEP_UPCASTS else None
+        if core is None or not core.fast:
+            alloc.f32 = NO_SHADOW
+            return to_f32(a)
+        sh = alloc.f32 = _Shadow()
+    size = alloc.storage.size
+    n = sh.n + a.size
+    if n > size:                    # the views overlap: upcast the allocation once
+        w = sh.whole = to_f32(alloc.storage)
+        w.flags.writeable = False
+        sh.views = None
+        return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
+    f = to_f32(a)
+    sh.n = n
+    if hit is _UNSEEN:              # a first read is not kept (fresh memory costs page faults)
+        sh.views[(offset, a.shape, strides)] = None
+        return f
+    f.flags.writeable = False
+    if a.size == size and offset == 0 and a.flags.c_contiguous:
+        sh.whole = f.reshape(-1)    # the whole storage, in order
+        sh.views = None
+    else:
+        sh.views[(offset, a.shape, strides)] = f
+    return f
+
+
+_LUT: dict = {}     # one-byte float dtype -> float32 value of each of its 256 bit patterns
+
+
+def to_f32(a: np.ndarray) -> np.ndarray:
+    """A new float32 array of ``a``'s values (exact: every NKI dtype is a subset of float32 or an
+    integer). One-byte floats (fp8) go through a 256-entry table of ``astype``'s own results,
+    several times faster than ml_dtypes' element-wise cast and bit-identical to it."""
+    d = a.dtype
+    if d.itemsize == 1 and d.kind not in "iub":
+        lut = _LUT.get(d)
+        if lut is None:
+            lut = _LUT[d] = np.arange(256, dtype=np.uint8).view(d).astype(F32)
+        return np.take(lut, a.view(np.uint8))
+    return a.astype(F32)
+
+
+def _drop_shadow(alloc) -> None:
+    """The allocation is about to change: its fp32 shadow (and read count) are void."""
+    if alloc.f32 is not NO_SHADOW:
+        alloc.f32 = None
 
 
 def _packed_error(t: NkiTensor, kind: str):
@@ -470,6 +589,8 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     if _keeping and _keep_write(t, values, matmul, add, overwrite, reduction):
         return
     alloc = t.alloc
+    if alloc.f32 is not None:
+        _drop_shadow(alloc)
     if alloc.dependents or alloc.lazy is not None:
         _before_store(alloc, not add and _whole(t))
     if alloc.watch is not None:
@@ -607,6 +728,8 @@ def _before_store(alloc, whole: bool) -> None:
 def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
     """What every write of a whole result into ``t`` does besides storing the values (see
     ``write`` for ``matmul`` and ``accumulation``)."""
+    if alloc.f32 is not None:
+        _drop_shadow(alloc)
     if alloc.watch is not None:
         alloc.watch(t, "w", accumulation)
     if alloc.pending:
@@ -651,6 +774,8 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     _used(da.rec, write=True)       # written now, for the lifetime model
     _count("deferred_copy")
     da.lazy = view
+    if KEEP_UPCASTS and view.dtype is not F32:   # reads of dst may use the source's upcasts
+        da.lazy_src = (view, weakref.ref(sa), src.offset, src.strides)
     sa.add_dependent(da)
     return True
 

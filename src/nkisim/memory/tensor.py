@@ -32,7 +32,8 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "f32",
+                 "lazy_src", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -58,6 +59,9 @@ class Allocation:
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
         self.ops = None         # recording: event operands of this allocation's views, by view (trace)
         self.parts = None       # fast path: () or the views written while ``pending`` (``wrote_part``)
+        self.f32 = None         # fp32 shadow of a non-fp32 storage, or elements upcast since the last
+        #                         write, or access.NO_SHADOW (see access.read_f32); any write clears it
+        self.lazy_src = None    # (lazy, weakref to the source allocation, offset, strides) of a copy
 
     def __del__(self):
         pool = getattr(self, "pool", None)

@@ -186,8 +186,9 @@ def _alias_plan(arrays: list) -> dict:
     one dtype: each is a view (element strides/offset) of ONE allocation over the union of their
     bytes, so a write through one is seen by the others. Arrays whose bytes overlap in a way that
     cannot be one allocation (different dtypes, strides not a multiple of the item size) keep one
-    allocation each (no plan entry). Decision: a self-overlapping array (which the kernel may only
-    read) is never part of a span: it keeps its own copy, taken when the kernel starts."""
+    allocation each (("apart",): without an fp32 shadow, see memory.access.read_f32). Decision: a
+    self-overlapping array (which the kernel may only read) is never part of a span: it keeps its
+    own copy, taken when the kernel starts."""
     items, seen = [], set()
     for i, a in enumerate(arrays):
         if a.size and id(a) not in seen and not _self_overlapping(a):
@@ -217,6 +218,7 @@ def _alias_plan(arrays: list) -> dict:
         lo, hi = g[0][2], max(it[3] for it in g)
         if any(a.dtype != dt or any(s % isz for s in a.strides)
                or (_view_key(a)[0] - lo) % isz for a in members) or (hi - lo) % isz:
+            plan.update({id(a): ("apart",) for a in members})    # one allocation each
             continue
         low = g[0][1]
         if low.ndim:
@@ -298,8 +300,10 @@ def _bind_array(arr, conv, launch, path, bound, buffer, plan):
         if a is arr:
             return t
     hit = plan.get(id(arr))
-    if hit is None:
+    if hit is None or hit[0] == "apart":
         t = _wrap(arr, launch, path, buffer)
+        if hit is not None:     # a write through another argument is not seen: no fp32 shadow
+            t.alloc.f32 = access.NO_SHADOW
     elif hit[0] == "same":         # another object viewing the same memory the same way
         return next(t for a, t, _ in bound if a is hit[1])
     else:
