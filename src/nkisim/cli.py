@@ -174,24 +174,23 @@ def run_script(script: str, script_args=(), *, target=None, strict: bool = False
     raised: list = []
     counter = {"launches": 0}
 
+    def on_launch(go):
+        counter["launches"] += 1
+        try:
+            return go()
+        except NkiError as exc:
+            raised.append(exc)
+            raise
+
     @contextlib.contextmanager
     def hooks():
-        with progress.bar(None, desc="nkisim run: kernel launches", unit="launch") as bar:
-            def hook(func, go, target_, lnc):
-                counter["launches"] += 1
-                bar.update()
-                try:
-                    return go()
-                except NkiError as exc:
-                    raised.append(exc)
-                    raise
-
-            tokens = (_launch.LAUNCH_HOOK.set(hook), _launch.FINDINGS_SINK.set(sink))
+        with progress.bar(None, desc="nkisim run: kernel launches", unit=" launches") as bar, \
+                progress.count_launches(bar, on_launch):
+            token = _launch.FINDINGS_SINK.set(sink)
             try:
                 yield
             finally:
-                _launch.FINDINGS_SINK.reset(tokens[1])
-                _launch.LAUNCH_HOOK.reset(tokens[0])
+                _launch.FINDINGS_SINK.reset(token)
 
     status, error = _execute(script, script_args, env, hooks(), "nkisim run")
     if json_path:
@@ -222,7 +221,7 @@ def profile_script(script: str, script_args=(), *, trace_dir=None, target=None, 
 
     @contextlib.contextmanager
     def hooks():
-        with progress.bar(None, desc="nkisim profile: launches profiled", unit="launch") as bar:
+        with progress.bar(None, desc="nkisim profile: launches profiled", unit=" launches") as bar:
             def on_profile(prof):
                 n = len(written) + 1
                 path = prof.save_trace(os.path.join(trace_dir, _trace_name(script, n, prof.kernel)))

@@ -21,6 +21,8 @@ from typing import Sequence, TextIO
 
 import numpy as np
 
+from . import progress
+
 SEED = 0
 MODEL = "tiny_llama"      # the name of the model section in ``--only``
 
@@ -170,10 +172,13 @@ def _run_examples(names: list, small: bool, out: TextIO) -> list:
     # One BLAS thread for the simulation and the NumPy reference alike: a fair ratio, and many
     # small matmuls do not stall on a busy machine.
     from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), \
+            progress.bar(len(names), desc="nkisim demo: examples", unit=" kernels") as bar:
         for name in names:
+            bar.set_description(f"nkisim demo: {name}")
             r = run_example(name, small=small)
             results.append(r)
+            bar.update()
             print(_fmt_row(_cells(r)), file=out, flush=True)
     print("-" * len(header), file=out)
     failed = [r for r in results if not r.passed]
@@ -224,9 +229,11 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with threadpool_limits(limits=1):
+        from .models import MODES
+        with threadpool_limits(limits=1), \
+                progress.bar(len(dtypes) * len(MODES), desc="tiny model", unit=" modes") as bar:
             for dtype in dtypes:
-                ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out)
+                ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out, bar)
     except Exception as exc:  # reported; the demo then exits non-zero
         where = traceback.extract_tb(exc.__traceback__)[-1]
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -239,9 +246,19 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
     return ok
 
 
-def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
+def _model_table(dtype, prompts, n_new, backend, rel_bound, out, bar=None) -> bool:
+    """One dtype's table of the three modes; ``bar`` (a ``progress.bar``) ticks once per mode and
+    counts the kernel launches of each (on a terminal only)."""
     from .models import MODES, run_mode
-    runs = {m: run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend) for m in MODES}
+    bar = bar if bar is not None else progress.bar(len(MODES))
+    runs = {}
+    for m in MODES:
+        name = str(dtype).replace("torch.", "")
+        launches = progress.bar(None, desc=f"tiny model: {name} {m}: kernel launches", unit=" launches")
+        with launches, progress.count_launches(launches):
+            bar.set_description(f"tiny model: {name} {m}")
+            runs[m] = run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend)
+        bar.update()
     ref = runs["fallback"].generation
     bound = rel_bound * float(ref.logits.abs().max())
     print(f"\n{str(dtype).replace('torch.', '')}: max |dlogit| bound {bound:.2e}", file=out)

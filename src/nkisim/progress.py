@@ -1,19 +1,18 @@
 """Progress bars for long work (the demo's model modes, ``nkisim run`` / ``nkisim profile`` over
 many launches, big profiled launches), drawn with tqdm on stderr only when stderr is a terminal:
 anywhere else (tests, CI logs, pipes) they print nothing. Decision: tqdm (one small pure-Python
-dependency); when it is not installed the bars are silent too.
+dependency); when it is not installed the bars are silent too. Imports nothing from nkisim, so
+any layer may use it; nothing here runs per instruction.
 """
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
+import threading
 
 
 def enabled(stream=None) -> bool:
-    """True when progress may be drawn: ``stream`` (default stderr) and stdout are terminals and
-    ``NKISIM_PROGRESS`` is not 0."""
-    if os.environ.get("NKISIM_PROGRESS", "").strip() == "0":
-        return False
+    """True when progress may be drawn: ``stream`` (default stderr) and stdout are terminals."""
     stream = stream if stream is not None else sys.stderr
     try:
         return bool(stream.isatty() and sys.stdout.isatty())
@@ -46,16 +45,68 @@ class _Silent:
         return False
 
 
-def bar(total: int | None = None, desc: str = "", unit: str = "it"):
+def bar(total: int | None = None, desc: str = "", unit: str = "it", delay: float = 0.0, **kwargs):
     """A progress bar (``with bar(total, desc) as b: ... b.update()``): tqdm on a terminal, else
-    a silent stand-in. ``total=None`` counts without an end (e.g. kernel launches)."""
+    a silent stand-in. ``total=None`` counts without an end (e.g. kernel launches); ``delay``:
+    seconds before it first shows (short work shows nothing)."""
     if not enabled():
         return _Silent()
     try:
         from tqdm import tqdm
     except ImportError:
         return _Silent()
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr, dynamic_ncols=True,
+                delay=delay, **kwargs)
 
 
-__all__ = ["bar", "enabled"]
+@contextlib.contextmanager
+def activity(desc: str, delay: float = 1.0, every: float = 0.5):
+    """``with activity("nkisim.profile: simulating k") as b:`` a line with the elapsed time, kept
+    fresh by a daemon thread every ``every`` seconds while the block runs (``b.set_description``
+    names the current phase); shown only on a terminal and only after ``delay`` seconds. Used
+    around one long launch, whose instructions are not counted (that would cost every
+    instruction a call)."""
+    b = bar(None, desc=desc, delay=delay, bar_format="{desc} {elapsed}")
+    if isinstance(b, _Silent):
+        yield b
+        return
+    stop = threading.Event()
+
+    def refresh():
+        while not stop.wait(every):
+            b.refresh()
+
+    t = threading.Thread(target=refresh, name="nkisim-progress", daemon=True)
+    t.start()
+    try:
+        yield b
+    finally:
+        stop.set()
+        t.join()
+        b.close()
+
+
+@contextlib.contextmanager
+def count_launches(b, on_launch=None):
+    """Inside the block, every kernel launch (``runtime.launch.LAUNCH_HOOK``; not multi-rank
+    launches, not profiled ones) ticks bar ``b`` and calls ``on_launch(go)`` if given, which must
+    return ``go()`` (the launch). Nothing is hooked when ``b`` is silent and ``on_launch`` is
+    None. Decision: the one place above the runtime that sets the hook for counting; the import
+    is lazy so that this module stays importable from every layer."""
+    if isinstance(b, _Silent) and on_launch is None:
+        yield
+        return
+    from .runtime import launch as _launch
+
+    def hook(func, go, target, lnc):
+        b.update()
+        return on_launch(go) if on_launch is not None else go()
+
+    token = _launch.LAUNCH_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _launch.LAUNCH_HOOK.reset(token)
+
+
+__all__ = ["bar", "activity", "count_launches", "enabled"]
