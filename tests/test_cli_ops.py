@@ -95,6 +95,14 @@ def _stub(x):
     _helper("nl.thing")
 
 
+def _named_helper(feature):
+    raise UnsupportedError("nl", f"{feature} is not simulated yet")
+
+
+def _stub_named():
+    _named_helper("nl.thing")
+
+
 def _real(x):
     if x:
         raise UnsupportedError("nl.real", "mode=2 is not simulated")
@@ -104,6 +112,7 @@ def _real(x):
 def test_a_function_that_only_raises_is_not_yet():
     stub, real = _stub, _real
     assert ops_table._stub_reason(stub) == "is not simulated yet"
+    assert ops_table._stub_reason(_stub_named) == "nl.thing is not simulated yet"
     assert ops_table._stub_reason(real) is None
     assert ops_table._gaps(real) == ["mode=2 is not simulated"]
 

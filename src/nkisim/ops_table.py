@@ -66,7 +66,8 @@ def _is_unsupported_raise(node) -> bool:
 
 
 def _text(call: ast.Call) -> str:
-    """The literal text of an error call's message argument (f-string parts joined; holes '…')."""
+    """The literal text of an error call's message argument (f-string parts joined; a hole is
+    shown as its expression in braces, e.g. ``{nm}``)."""
     args = call.args[1:] if len(call.args) > 1 else call.args
     out = []
     for a in args[:1]:
@@ -74,7 +75,7 @@ def _text(call: ast.Call) -> str:
             if isinstance(part, ast.Constant) and isinstance(part.value, str):
                 out.append(part.value)
             elif isinstance(part, ast.FormattedValue):
-                out.append("…")
+                out.append("{" + ast.unparse(part.value) + "}")
     return "".join(out).strip()
 
 
@@ -116,7 +117,8 @@ def _stub_reason(fn, depth: int = 1) -> str | None:
             if reason is not None:
                 first = stmt.value.args[0] if stmt.value.args else None
                 head = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
-                return reason.replace("…", head, 1) if head else reason
+                params = list(inspect.signature(helper).parameters)
+                return reason.replace("{" + params[0] + "}", head) if head and params else reason
     return None
 
 
