@@ -179,7 +179,7 @@ def _run_examples(names: list, small: bool, out: TextIO) -> list:
             r = run_example(name, small=small)
             results.append(r)
             bar.update()
-            print(_fmt_row(_cells(r)), file=out, flush=True)
+            progress.echo(bar, _fmt_row(_cells(r)), file=out)
     print("-" * len(header), file=out)
     failed = [r for r in results if not r.passed]
     for r in failed:
@@ -229,11 +229,9 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        from .models import MODES
-        with threadpool_limits(limits=1), \
-                progress.bar(len(dtypes) * len(MODES), desc="tiny model", unit=" modes") as bar:
+        with threadpool_limits(limits=1):
             for dtype in dtypes:
-                ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out, bar)
+                ok &= _model_table(dtype, prompts, n_new, backend, logit_bound(dtype, c), out)
     except Exception as exc:  # reported; the demo then exits non-zero
         where = traceback.extract_tb(exc.__traceback__)[-1]
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -246,19 +244,18 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
     return ok
 
 
-def _model_table(dtype, prompts, n_new, backend, rel_bound, out, bar=None) -> bool:
-    """One dtype's table of the three modes; ``bar`` (a ``progress.bar``) ticks once per mode and
-    counts the kernel launches of each (on a terminal only)."""
+def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
+    """One dtype's table of the three modes. On a terminal, a bar ticks once per mode and a second
+    counts the mode's kernel launches while it runs; both are gone before the table prints."""
     from .models import MODES, run_mode
-    bar = bar if bar is not None else progress.bar(len(MODES))
-    runs = {}
-    for m in MODES:
-        name = str(dtype).replace("torch.", "")
-        launches = progress.bar(None, desc=f"tiny model: {name} {m}: kernel launches", unit=" launches")
-        with launches, progress.count_launches(launches):
+    runs, name = {}, str(dtype).replace("torch.", "")
+    with progress.bar(len(MODES), desc=f"tiny model: {name}", unit=" modes") as bar:
+        for m in MODES:
             bar.set_description(f"tiny model: {name} {m}")
-            runs[m] = run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend)
-        bar.update()
+            launches = progress.bar(None, desc="  kernel launches", unit=" launches")
+            with launches, progress.count_launches(launches):
+                runs[m] = run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend)
+            bar.update()
     ref = runs["fallback"].generation
     bound = rel_bound * float(ref.logits.abs().max())
     print(f"\n{str(dtype).replace('torch.', '')}: max |dlogit| bound {bound:.2e}", file=out)

@@ -59,6 +59,15 @@ def bar(total: int | None = None, desc: str = "", unit: str = "it", delay: float
                 delay=delay, **kwargs)
 
 
+def echo(b, text: str, file=None) -> None:
+    """Print ``text`` (a line) to ``file`` (default stdout) while bar ``b`` may be drawn: above
+    the bar (tqdm.write) on a terminal, a plain flushed print otherwise."""
+    if isinstance(b, _Silent):
+        print(text, file=file, flush=True)
+    else:
+        b.write(text, file=file if file is not None else sys.stdout)
+
+
 @contextlib.contextmanager
 def activity(desc: str, delay: float = 1.0, every: float = 0.5):
     """``with activity("nkisim.profile: simulating k") as b:`` a line with the elapsed time, kept
@@ -73,8 +82,13 @@ def activity(desc: str, delay: float = 1.0, every: float = 0.5):
     stop = threading.Event()
 
     def refresh():
-        while not stop.wait(every):
+        if stop.wait(delay):
+            return
+        while True:
             b.refresh()
+            b.last_print_t = b._time()      # drawn: tqdm's close then clears the line
+            if stop.wait(every):
+                return
 
     t = threading.Thread(target=refresh, name="nkisim-progress", daemon=True)
     t.start()
@@ -109,4 +123,4 @@ def count_launches(b, on_launch=None):
         _launch.LAUNCH_HOOK.reset(token)
 
 
-__all__ = ["bar", "activity", "count_launches", "enabled"]
+__all__ = ["bar", "activity", "count_launches", "echo", "enabled"]

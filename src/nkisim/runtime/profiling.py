@@ -65,7 +65,7 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
                         outer.add_launch([list(events)], events.fast_paths)
         finally:
             _launch.LAUNCH_HOOK.reset(token)
-        shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)")
+        shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
         timeline = _estimate(events, arch.get(settings.target), lnc)
     return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
 
@@ -282,7 +282,7 @@ def session(on_profile: Callable[[Profile], Any]):
                             outer.add_launch([list(events)], events.fast_paths)
             finally:
                 _launch.LAUNCH_HOOK.reset(token)
-            shown.set_description(f"nkisim profile: estimating {_name(func)} ({len(events)} instructions)")
+            shown.set_description(f"nkisim profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
             timeline = _estimate(events, target, lnc)
         prof = Profile(timeline, events, kernel=_name(func), outputs=out)
         profiles.append(prof)
