@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from nkisim import progress
+from nkisim.cli import count_launches
 import nkisim.nki as nki
 import nkisim.nki.language as nl
 
@@ -36,7 +37,7 @@ def test_drawn_on_a_terminal_and_counts_launches(monkeypatch):
     monkeypatch.setattr("sys.stderr", err)
     monkeypatch.setattr("sys.stdout", _Tty())
     assert progress.enabled()
-    with progress.bar(None, desc="launches", unit=" launches") as b, progress.count_launches(b):
+    with progress.bar(None, desc="launches", unit=" launches") as b, count_launches(b):
         for _ in range(3):
             nki.simulate(_copy)(np.ones((4, 4), np.float32))
         assert b.n == 3
@@ -47,5 +48,5 @@ def test_drawn_on_a_terminal_and_counts_launches(monkeypatch):
 
 def test_no_launch_hook_when_silent():
     from nkisim.runtime import launch
-    with progress.bar(None) as b, progress.count_launches(b):
+    with progress.bar(None) as b, count_launches(b):
         assert launch.LAUNCH_HOOK.get() is None

@@ -83,6 +83,30 @@ def ops_table(stubs_only: bool = False) -> list:
     return _ops.rows(stubs_only=stubs_only)
 
 
+@contextlib.contextmanager
+def count_launches(b, on_launch=None):
+    """Inside the block, every kernel launch (``runtime.launch.LAUNCH_HOOK``; not multi-rank
+    launches, not profiled ones) ticks bar ``b`` and calls ``on_launch(go)`` if given, which must
+    return ``go()`` (the launch). Nothing is hooked when ``b`` is silent and ``on_launch`` is
+    None. Decision: here (the command-line layer), not in ``progress``, which every layer may
+    import."""
+    from . import progress
+    from .runtime import launch as _launch
+    if isinstance(b, progress._Silent) and on_launch is None:
+        yield
+        return
+
+    def hook(func, go, target, lnc):
+        b.update()
+        return on_launch(go) if on_launch is not None else go()
+
+    token = _launch.LAUNCH_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _launch.LAUNCH_HOOK.reset(token)
+
+
 def _exit_status(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
@@ -185,7 +209,7 @@ def run_script(script: str, script_args=(), *, target=None, strict: bool = False
     @contextlib.contextmanager
     def hooks():
         with progress.bar(None, desc="nkisim run: kernel launches", unit=" launches") as bar, \
-                progress.count_launches(bar, on_launch):
+                count_launches(bar, on_launch):
             token = _launch.FINDINGS_SINK.set(sink)
             try:
                 yield

@@ -247,13 +247,14 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
 def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
     """One dtype's table of the three modes. On a terminal, a bar ticks once per mode and a second
     counts the mode's kernel launches while it runs; both are gone before the table prints."""
+    from .cli import count_launches
     from .models import MODES, run_mode
     runs, name = {}, str(dtype).replace("torch.", "")
     with progress.bar(len(MODES), desc=f"tiny model: {name}", unit=" modes") as bar:
         for m in MODES:
             bar.set_description(f"tiny model: {name} {m}")
             launches = progress.bar(None, desc="  kernel launches", unit=" launches")
-            with launches, progress.count_launches(launches):
+            with launches, count_launches(launches):
                 runs[m] = run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend)
             bar.update()
     ref = runs["fallback"].generation

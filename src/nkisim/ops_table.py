@@ -206,7 +206,7 @@ def _kind(prefix: str, name: str, obj, specs) -> str:
         return "dtype"
     if inspect.isclass(obj):
         return "class"
-    if callable(obj) or hasattr(type(obj), "__getitem__"):
+    if callable(obj) or (hasattr(type(obj), "__getitem__") and not isinstance(obj, (dict, list, tuple, str))):
         return "function" if (inspect.isfunction(obj) or inspect.isbuiltin(obj)
                               or hasattr(obj, "__wrapped_api__")) else "object"
     return "constant"

@@ -100,27 +100,4 @@ def activity(desc: str, delay: float = 1.0, every: float = 0.5):
         b.close()
 
 
-@contextlib.contextmanager
-def count_launches(b, on_launch=None):
-    """Inside the block, every kernel launch (``runtime.launch.LAUNCH_HOOK``; not multi-rank
-    launches, not profiled ones) ticks bar ``b`` and calls ``on_launch(go)`` if given, which must
-    return ``go()`` (the launch). Nothing is hooked when ``b`` is silent and ``on_launch`` is
-    None. Decision: the one place above the runtime that sets the hook for counting; the import
-    is lazy so that this module stays importable from every layer."""
-    if isinstance(b, _Silent) and on_launch is None:
-        yield
-        return
-    from .runtime import launch as _launch
-
-    def hook(func, go, target, lnc):
-        b.update()
-        return on_launch(go) if on_launch is not None else go()
-
-    token = _launch.LAUNCH_HOOK.set(hook)
-    try:
-        yield
-    finally:
-        _launch.LAUNCH_HOOK.reset(token)
-
-
-__all__ = ["bar", "activity", "count_launches", "echo", "enabled"]
+__all__ = ["bar", "activity", "echo", "enabled"]
