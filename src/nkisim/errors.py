@@ -102,7 +102,7 @@ class NkiError(Exception):
         return int(tail) if tail.isdigit() else None
 
     def __reduce__(self):
-        return (_rebuild, (type(self), (self.op, self.what, self.where), self._fields()))
+        return (type(self), (self.op, self.what, self.where), self._fields())
 
     def _fields(self) -> dict:
         return {"operand": self.operand, "limit": self.limit, "path": self.path}
@@ -141,7 +141,7 @@ class FindingsError(NkiError, RuntimeError):
         super().__init__(op, what, where)
 
     def __reduce__(self):
-        return (_rebuild, (type(self), (self.op, self.what, self.where, self.findings), self._fields()))
+        return (type(self), (self.op, self.what, self.where, self.findings), self._fields())
 
 
 class RaceError(NkiError, RuntimeError):
@@ -172,13 +172,6 @@ class LoopLimitError(NkiError, RuntimeError):
     """A dynamic loop ran more iterations than ``Settings.max_loop_iterations`` (it would hang).
     Decision: its own class, not DeadlockError (no core waits for another) nor UnsupportedError
     (the loop is legal NKI; its condition just never clears)."""
-
-
-def _rebuild(cls, args, fields):
-    """Unpickle an NkiError: its constructor arguments, then its structured fields."""
-    err = cls(*args)
-    err.__dict__.update(fields)
-    return err
 
 
 class SimulatorOffError(RuntimeError):
