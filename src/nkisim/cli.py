@@ -1,22 +1,53 @@
-"""The ``nkisim`` command: ``nkisim demo`` runs every example kernel and prints a table;
-``nkisim ops`` lists every ``nki.isa`` instruction and whether nkisim simulates it;
+"""The ``nkisim`` command: ``nkisim run SCRIPT.py [args]`` runs a script with the simulator on
+(``--target``, ``--strict``, ``--races``, ``--findings``, ``--json FILE``); ``nkisim demo`` runs
+every example kernel and prints a table; ``nkisim ops`` lists every documented ``nki.isa`` and
+``nki.language`` name with its status and generations (``--stubs``, ``--markdown``);
 ``nkisim profile SCRIPT.py [args]`` runs a script with the simulator on and profiles every kernel
-launch it makes (estimated device time: summary printed, Perfetto traces written)."""
+launch it makes (estimated device time: summary printed, Perfetto traces written);
+``nkisim --version``. ``python -m nkisim`` is the same command.
+"""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
+FINDINGS_MODES = ("first", "warn", "all")
 
-def main(argv=None) -> int:
+
+def version() -> str:
+    """The installed nkisim's version (package metadata; "unknown" when it is not installed)."""
+    from importlib import metadata
+    try:
+        return metadata.version("nkisim")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nkisim", description="CPU simulator for NKI kernels")
+    parser.add_argument("--version", action="version", version=f"nkisim {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a Python script with the simulator on (NKI_SIMULATOR=1)")
+    run.add_argument("--target", default=None, help="trn1 | trn2 | trn3 (default: the environment's)")
+    run.add_argument("--strict", action="store_true",
+                     help="strict uninitialised reads: reading never-written elements raises")
+    run.add_argument("--races", action="store_true",
+                     help="race detection, affine_range iterations in a shuffled order")
+    run.add_argument("--findings", choices=FINDINGS_MODES, default=None,
+                     help="first: stop at the first broken rule; warn: report every one and go on; "
+                          "all: report every one, then raise (default: the environment's)")
+    run.add_argument("--json", default=None, metavar="FILE",
+                     help="write the findings as JSON (schema: nkisim/schemas/findings.schema.json)")
+    run.add_argument("script", help="the Python script to run")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     demo = sub.add_parser("demo", help="run the example kernels on realistic sizes and check them")
     demo.add_argument("--small", action="store_true", help="small shapes (seconds, for smoke tests)")
     demo.add_argument("--only", default=None, help="comma-separated example names")
-    ops = sub.add_parser("ops", help="list the nki.isa instructions: family, operands, simulated or not")
-    ops.add_argument("--stubs", action="store_true", help="only the instructions nkisim does not simulate")
+    ops = sub.add_parser("ops", help="list the documented nki.isa and nki.language names: status, generations")
+    ops.add_argument("--stubs", action="store_true", help="only the names nkisim does not fully simulate")
+    ops.add_argument("--markdown", action="store_true", help="print the table as Markdown (the README's)")
     prof = sub.add_parser("profile", help="run a Python script with the simulator on; profile every kernel launch")
     prof.add_argument("--trace-dir", default=None,
                       help="where the traces go (default: the current directory)")
@@ -24,15 +55,21 @@ def main(argv=None) -> int:
     prof.add_argument("--plot", action="store_true", help="also draw each launch's timeline as a PNG")
     prof.add_argument("script", help="the Python script to run")
     prof.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return run_script(args.script, args.script_args, target=args.target, strict=args.strict,
+                          races=args.races, findings=args.findings, json_path=args.json)
     if args.command == "profile":
         return profile_script(args.script, args.script_args, trace_dir=args.trace_dir, target=args.target,
                               plot=args.plot)
     if args.command == "ops":
-        rows = ops_table(stubs_only=args.stubs)
-        widths = [max(len(r[i]) for r in rows) for i in range(4)] if rows else []
-        for row in rows:
-            print("  ".join([c.ljust(w) for c, w in zip(row, widths)] + [row[-1]]))
+        from . import ops_table as _ops
+        rows = _ops.rows(stubs_only=args.stubs)
+        print(_ops.markdown(rows) if args.markdown else _ops.text(rows))
         return 0
     if args.command == "demo":
         from .demo import run
@@ -40,20 +77,151 @@ def main(argv=None) -> int:
     return 2
 
 
-def ops_table(stubs_only: bool = False) -> list[tuple[str, str, str, str, str]]:
-    """Rows ``(api, family module, reads, writes, status)`` for every ``nki.isa`` instruction, by
-    name; status is ``simulated``, or ``not simulated`` for the one op that raises UnsupportedError
-    (``builtin_custom_op``: a custom GpSimd library cannot run on a CPU)."""
-    import nkisim.isa as isa
-    from nkisim.isa import dispatch
+def ops_table(stubs_only: bool = False) -> list:
+    """The rows of ``nkisim ops`` (``nkisim.ops_table.rows``)."""
+    from . import ops_table as _ops
+    return _ops.rows(stubs_only=stubs_only)
 
-    rows = [] if stubs_only else [
-        (api, spec.compute.__module__.rsplit(".", 1)[-1], ",".join(spec.reads) or "-",
-         ",".join(spec.writes) or "-", "simulated") for api, spec in sorted(dispatch.SPECS.items())]
-    if hasattr(isa, "builtin_custom_op"):    # no spec: custom GpSimd library code (Beta 1 page only)
-        rows.append(("nisa.builtin_custom_op", "unsupported", "srcs", "dsts",
-                     "not simulated (runs a custom GpSimd library; Beta 1 API only)"))
-    return rows
+
+@contextlib.contextmanager
+def count_launches(b, on_launch=None):
+    """Inside the block, every kernel launch (``runtime.launch.LAUNCH_HOOK``; not multi-rank
+    launches, not profiled ones) ticks bar ``b`` and calls ``on_launch(go)`` if given, which must
+    return ``go()`` (the launch). Nothing is hooked when ``b`` is silent and ``on_launch`` is
+    None. Decision: here (the command-line layer), not in ``progress``, which every layer may
+    import."""
+    from . import progress
+    from .runtime import launch as _launch
+    if isinstance(b, progress._Silent) and on_launch is None:
+        yield
+        return
+
+    def hook(func, go, target, lnc):
+        b.update()
+        return on_launch(go) if on_launch is not None else go()
+
+    token = _launch.LAUNCH_HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _launch.LAUNCH_HOOK.reset(token)
+
+
+def _exit_status(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)         # sys.exit("message"): Python prints it and exits 1
+    return 1
+
+
+def _execute(script: str, script_args, env: dict, hooks, prog: str) -> tuple[int, BaseException | None]:
+    """The one script runner of ``nkisim run`` and ``nkisim profile``: run ``script`` as
+    ``__main__`` (``sys.argv`` = ``[script, *script_args]``, its directory first on ``sys.path``)
+    with ``env`` set in ``os.environ``, inside the context manager ``hooks``. Returns (exit status,
+    the NkiError that ended the script or None). Exit status: the script's (``sys.exit``), 0 when
+    it ends normally, 1 when it raised: a kernel error (an NkiError) prints one clear line
+    ``<prog>: <ErrorClass>: <message>`` (no internal traceback), anything else its traceback;
+    130 after Ctrl-C. The environment, ``sys.argv`` and ``sys.path`` are restored afterwards."""
+    import runpy
+    import traceback
+
+    from .errors import NkiError
+
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    status, error = 0, None
+    os.environ.update(env)
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        with hooks:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except NkiError as exc:
+        error, status = exc, 1
+        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        status = 130
+    except Exception:
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.stdout.flush()
+        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return status, error
+
+
+def _settings_env(target=None, strict: bool = False, races: bool = False, findings=None) -> dict:
+    """The environment ``nkisim run``'s options stand for (config's variables; an option not given
+    leaves the environment's value)."""
+    env = {"NKI_SIMULATOR": "1"}
+    if target:
+        env["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
+    if strict:
+        env["NKISIM_STRICT_UNINIT"] = "1"
+    if races:
+        env["NKISIM_DETECT_RACES"] = env["NKISIM_SHUFFLE"] = "1"
+    if findings:
+        if findings not in FINDINGS_MODES:
+            raise ValueError(f"findings must be one of {', '.join(FINDINGS_MODES)}, got {findings!r}")
+        env["NKISIM_FINDINGS"] = findings
+    return env
+
+
+def run_script(script: str, script_args=(), *, target=None, strict: bool = False, races: bool = False,
+               findings=None, json_path=None) -> int:
+    """``nkisim run SCRIPT.py [args]``: run ``script`` as ``__main__`` with ``NKI_SIMULATOR=1``,
+    ``target`` (NEURON_PLATFORM_TARGET_OVERRIDE), ``strict`` (NKISIM_STRICT_UNINIT=1), ``races``
+    (NKISIM_DETECT_RACES=1 and NKISIM_SHUFFLE=1) and ``findings`` (NKISIM_FINDINGS) set. Every
+    kernel launch is counted (a progress counter on a terminal); with ``json_path`` the findings
+    are written there as JSON (``nkisim.findings.document``, one record per finding: every finding
+    of a "warn"/"all" launch, and each NkiError a launch raised, whether or not the script caught
+    it). Returns the script's exit status (1 after a kernel error, printed as one line).
+    Decision: the findings of launches the script makes through ``nki.simulate(..., findings=...)``
+    are recorded too (they are findings of the run)."""
+    from . import findings as _findings, progress
+    from .errors import NkiError
+    from .runtime import launch as _launch
+
+    env = _settings_env(target, strict, races, findings)
+    sink: list = []
+    raised: list = []
+    counter = {"launches": 0}
+
+    def on_launch(go):
+        counter["launches"] += 1
+        try:
+            return go()
+        except NkiError as exc:
+            raised.append(exc)
+            raise
+
+    @contextlib.contextmanager
+    def hooks():
+        with progress.bar(None, desc="nkisim run: kernel launches", unit=" launches") as bar, \
+                count_launches(bar, on_launch):
+            token = _launch.FINDINGS_SINK.set(sink)
+            try:
+                yield
+            finally:
+                _launch.FINDINGS_SINK.reset(token)
+
+    status, error = _execute(script, script_args, env, hooks(), "nkisim run")
+    if json_path:
+        errors = sink + raised + ([error] if error is not None else [])
+        settings = {"target": target, "strict": strict, "races": races, "findings": findings}
+        _findings.write(json_path, _findings.document(script, status, counter["launches"], errors, settings))
+    return status
 
 
 def _trace_name(script: str, n: int, kernel: str) -> str:
@@ -62,56 +230,39 @@ def _trace_name(script: str, n: int, kernel: str) -> str:
 
 
 def profile_script(script: str, script_args=(), *, trace_dir=None, target=None, plot: bool = False) -> int:
-    """``nkisim profile SCRIPT.py [args]``: run ``script`` as ``__main__`` (``sys.argv`` =
-    ``[script, *args]``, its directory first on ``sys.path``) with ``NKI_SIMULATOR=1`` (and
-    ``NEURON_PLATFORM_TARGET_OVERRIDE=target`` if given); each kernel launch it makes is profiled
-    (``runtime.profiling.session``): its summary is printed and its Chrome-trace JSON written to
-    ``trace_dir/<script stem>.<n>.<kernel>.json`` (n = 1, 2, ... in launch order; with ``plot`` a
-    PNG beside it). Decision: ``trace_dir`` defaults to the current directory (the script's may
-    not be writable). Returns the script's exit status (1 if it raised; the traceback is printed).
-    The environment, ``sys.argv`` and ``sys.path`` are restored afterwards."""
-    import runpy
-    import traceback
-
+    """``nkisim profile SCRIPT.py [args]``: run ``script`` as ``nkisim run`` does (the same runner,
+    ``_execute``) with ``NKI_SIMULATOR=1`` (and ``NEURON_PLATFORM_TARGET_OVERRIDE=target`` if
+    given); each kernel launch it makes is profiled (``runtime.profiling.session``): its summary is
+    printed and its Chrome-trace JSON written to ``trace_dir/<script stem>.<n>.<kernel>.json``
+    (n = 1, 2, ... in launch order; with ``plot`` a PNG beside it). Decision: ``trace_dir``
+    defaults to the current directory (the script's may not be writable). Returns the script's exit
+    status (1 if it raised). The environment, ``sys.argv`` and ``sys.path`` are restored afterwards."""
+    from . import progress
     from .runtime.profiling import session
 
     trace_dir = trace_dir or os.getcwd()
-    saved_env = {k: os.environ.get(k) for k in ("NKI_SIMULATOR", "NEURON_PLATFORM_TARGET_OVERRIDE")}
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
     written: list = []
 
-    def on_profile(prof):
-        n = len(written) + 1
-        path = prof.save_trace(os.path.join(trace_dir, _trace_name(script, n, prof.kernel)))
-        written.append(path)
-        print(f"== nkisim profile: launch {n}")
-        print(prof.summary())
-        print(f"trace: {path}")
-        if plot:
-            print(f"plot: {prof.plot(path[:-5] + '.png')}")
-        sys.stdout.flush()
+    @contextlib.contextmanager
+    def hooks():
+        with progress.bar(None, desc="nkisim profile: launches profiled", unit=" launches") as bar:
+            def on_profile(prof):
+                n = len(written) + 1
+                path = prof.save_trace(os.path.join(trace_dir, _trace_name(script, n, prof.kernel)))
+                written.append(path)
+                bar.update()
+                print(f"== nkisim profile: launch {n}")
+                print(prof.summary())
+                print(f"trace: {path}")
+                if plot:
+                    print(f"plot: {prof.plot(path[:-5] + '.png')}")
+                sys.stdout.flush()
 
-    status = 0
-    os.environ["NKI_SIMULATOR"] = "1"
-    if target:
-        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
-    sys.argv = [script, *script_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        with session(on_profile):
-            runpy.run_path(script, run_name="__main__")
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except Exception:
-        traceback.print_exc()
-        status = 1
-    finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+            with session(on_profile):
+                yield
+
+    env = {"NKI_SIMULATOR": "1", **({"NEURON_PLATFORM_TARGET_OVERRIDE": target} if target else {})}
+    status, _ = _execute(script, script_args, env, hooks(), "nkisim profile")
     print(f"nkisim profile: {len(written)} kernel launch(es) profiled; traces in {trace_dir}")
     return status
 

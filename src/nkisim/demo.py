@@ -21,6 +21,8 @@ from typing import Sequence, TextIO
 
 import numpy as np
 
+from . import progress
+
 SEED = 0
 MODEL = "tiny_llama"      # the name of the model section in ``--only``
 
@@ -170,11 +172,14 @@ def _run_examples(names: list, small: bool, out: TextIO) -> list:
     # One BLAS thread for the simulation and the NumPy reference alike: a fair ratio, and many
     # small matmuls do not stall on a busy machine.
     from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), \
+            progress.bar(len(names), desc="nkisim demo: examples", unit=" kernels") as bar:
         for name in names:
+            bar.set_description(f"nkisim demo: {name}")
             r = run_example(name, small=small)
             results.append(r)
-            print(_fmt_row(_cells(r)), file=out, flush=True)
+            bar.update()
+            progress.echo(bar, _fmt_row(_cells(r)), file=out)
     print("-" * len(header), file=out)
     failed = [r for r in results if not r.passed]
     for r in failed:
@@ -240,8 +245,18 @@ def run_model(small: bool = False, file: TextIO | None = None) -> bool:
 
 
 def _model_table(dtype, prompts, n_new, backend, rel_bound, out) -> bool:
+    """One dtype's table of the three modes. On a terminal, a bar ticks once per mode and a second
+    counts the mode's kernel launches while it runs; both are gone before the table prints."""
+    from .cli import count_launches
     from .models import MODES, run_mode
-    runs = {m: run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend) for m in MODES}
+    runs, name = {}, str(dtype).replace("torch.", "")
+    with progress.bar(len(MODES), desc=f"tiny model: {name}", unit=" modes") as bar:
+        for m in MODES:
+            bar.set_description(f"tiny model: {name} {m}")
+            launches = progress.bar(None, desc="  kernel launches", unit=" launches")
+            with launches, count_launches(launches):
+                runs[m] = run_mode(m, dtype=dtype, prompts=prompts, n_new=n_new, backend=backend)
+            bar.update()
     ref = runs["fallback"].generation
     bound = rel_bound * float(ref.logits.abs().max())
     print(f"\n{str(dtype).replace('torch.', '')}: max |dlogit| bound {bound:.2e}", file=out)

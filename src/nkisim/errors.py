@@ -56,16 +56,56 @@ def kernel_location(depth: int = 1) -> str:
     return "?"
 
 
-class NkiError(Exception):
-    """A kernel broke a hardware or API rule. ``op`` names the instruction or API, ``what`` the rule."""
+def kernel_path(depth: int = 1) -> str | None:
+    """The full file name of the frame ``kernel_location(depth)`` names (None if none). Only for
+    errors, when raising: the hot path is ``kernel_location``."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        if not _is_internal(frame.f_code.co_filename):
+            return frame.f_code.co_filename
+        frame = frame.f_back
+    return None
 
-    def __init__(self, op: str, what: str, where: str | None = None):
+
+class NkiError(Exception):
+    """A kernel broke a hardware or API rule. ``op`` names the instruction or API, ``what`` the rule.
+
+    Structured fields (the message is built from ``op``, ``what``, ``where`` alone): ``operand``
+    (the public parameter name that broke the rule, where the raising check knows it), ``limit``
+    (the limit it broke: a number, or the accepted buffers / dtypes / engines), ``path`` (the full
+    file name of the kernel line in ``where``, when found by walking the stack); ``file`` and
+    ``line`` split ``where``. Machine-readable records: ``nkisim.findings.record``.
+    """
+
+    def __init__(self, op: str, what: str, where: str | None = None, *, operand: str | None = None,
+                 limit=None):
         self.op, self.what = op, what
-        self.where = where if where is not None else kernel_location(2)
+        self.operand, self.limit = operand, limit
+        if where is None:
+            self.where, self.path = kernel_location(2), kernel_path(2)
+        else:
+            self.where, self.path = where, None
         super().__init__(f"{op}: {what} ({self.where})")
 
+    @property
+    def file(self) -> str | None:
+        """The kernel's file: its full name when known, else the base name ``where`` gives."""
+        if self.path is not None:
+            return self.path
+        name = self.where.rpartition(":")[0]
+        return name or None
+
+    @property
+    def line(self) -> int | None:
+        """The kernel's line number from ``where`` (None if there is none, e.g. "?")."""
+        tail = self.where.rpartition(":")[2]
+        return int(tail) if tail.isdigit() else None
+
     def __reduce__(self):
-        return (type(self), (self.op, self.what, self.where))
+        return (type(self), (self.op, self.what, self.where), self._fields())
+
+    def _fields(self) -> dict:
+        return {"operand": self.operand, "limit": self.limit, "path": self.path}
 
 
 class ShapeError(NkiError, ValueError):
@@ -101,7 +141,7 @@ class FindingsError(NkiError, RuntimeError):
         super().__init__(op, what, where)
 
     def __reduce__(self):
-        return (type(self), (self.op, self.what, self.where, self.findings))
+        return (type(self), (self.op, self.what, self.where, self.findings), self._fields())
 
 
 class RaceError(NkiError, RuntimeError):
@@ -142,5 +182,5 @@ __all__ = [
     "NkiError", "ShapeError", "DtypeError", "MemorySpaceError", "BoundsError", "CapacityError",
     "KernelArgumentError", "FindingsError",
     "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
-    "LoopLimitError", "SimulatorOffError", "kernel_location",
+    "LoopLimitError", "SimulatorOffError", "kernel_location", "kernel_path",
 ]

@@ -13,7 +13,7 @@ SRC = pathlib.Path(nkisim.__file__).parent
 # Rank of each top-level part of nkisim (ARCHITECTURE.md, bottom up); equal ranks may import
 # each other. ``nkisim/__init__`` is the lazy front door, not a layer.
 RANK = {
-    "arch": 0, "dtypes": 0, "config": 0, "errors": 0, "state": 0,
+    "arch": 0, "dtypes": 0, "config": 0, "errors": 0, "state": 0, "progress": 0,
     "memory": 1,
     "trace": 2,
     "checks": 3,
@@ -23,7 +23,7 @@ RANK = {
     "torch": 7,
     "kernels": 8, "examples": 8,
     "models": 9,
-    "demo": 10, "cli": 10,
+    "demo": 10, "cli": 10, "__main__": 10, "ops_table": 10, "findings": 10,
 }
 TORCH_RANK = RANK["torch"]
 

@@ -173,7 +173,9 @@ def _layout_named(op, shape, dtype, buffer, target, precise, name) -> _Layout:
     except NkiError as exc:             # name the tensor in the message (the layout is shared)
         if "{name}" in exc.what:
             shp = _int_shape(op, shape)
-            raise type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where) from None
+            named = type(exc)(exc.op, exc.what.replace("{name}", str(name or shp)), exc.where)
+            named.__dict__.update(exc._fields())        # operand, limit, path
+            raise named from None
         raise
 
 

@@ -533,6 +533,21 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
 LAUNCH_HOOK: contextvars.ContextVar = contextvars.ContextVar("nkisim_launch_hook", default=None)
 
 
+# A list that also receives every finding of a findings="all"/"warn" launch (whatever kernel or
+# caller made it), set while ``nkisim run --json`` runs a script. Decision: a ContextVar, as
+# LAUNCH_HOOK, so it covers the script's thread and nothing else.
+FINDINGS_SINK: contextvars.ContextVar = contextvars.ContextVar("nkisim_findings_sink", default=None)
+
+
+def _keep(findings: list | None, found: list) -> None:
+    """Append a launch's findings to the caller's list (if any) and to FINDINGS_SINK (if set)."""
+    if findings is not None:
+        findings.extend(found)
+    sink = FINDINGS_SINK.get()
+    if sink is not None:
+        sink.extend(found)
+
+
 def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, seat=None):
     user_func, func = func, _with_keywords(func)
     launch = state.LaunchState(settings, target, lnc, program_ndim)
@@ -589,16 +604,14 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, s
             else:
                 found = launch.findings + ([exc] if isinstance(exc, NkiError) else [])
             _report(user_func, found)
-            if findings is not None:
-                findings.extend(found)
+            _keep(findings, found)
             if settings.findings == "all" and isinstance(exc, NkiError) and not isinstance(exc, FindingsError):
                 raise _findings_error(user_func, found) from exc
         raise
     _hand_over_events(launch)
     if launch.findings:             # findings="warn": reported, and the launch returns normally
         _report(user_func, launch.findings)
-        if findings is not None:
-            findings.extend(launch.findings)
+        _keep(findings, launch.findings)
 
     by_alloc: dict = {}
     for arr, t, conv in bound:

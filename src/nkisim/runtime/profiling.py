@@ -15,7 +15,7 @@ import importlib
 import os
 from typing import Any, Callable
 
-from .. import arch, state, trace
+from .. import arch, progress, state, trace
 from ..config import SIMULATE_OPTIONS, Settings
 from ..errors import ArgumentError, UnsupportedError
 from ..trace.profile import Profile
@@ -55,16 +55,18 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     settings = settings or Settings.from_env()
     outer = trace.active()
     token = _launch.LAUNCH_HOOK.set(None)
-    try:
-        with trace.record(timing_only=not compute) as events:
-            try:
-                out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
-            finally:
-                if outer is not None:
-                    outer.add_launch([list(events)], events.fast_paths)
-    finally:
-        _launch.LAUNCH_HOOK.reset(token)
-    timeline = _estimate(events, arch.get(settings.target), lnc)
+    with progress.activity(f"nkisim.profile: simulating {_name(func)}") as shown:
+        try:
+            with trace.record(timing_only=not compute) as events:
+                try:
+                    out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
+                finally:
+                    if outer is not None:
+                        outer.add_launch([list(events)], events.fast_paths)
+        finally:
+            _launch.LAUNCH_HOOK.reset(token)
+        shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
+        timeline = _estimate(events, arch.get(settings.target), lnc)
     return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
 
 
@@ -270,16 +272,19 @@ def session(on_profile: Callable[[Profile], Any]):
     def hook(func, go, target, lnc):
         outer = trace.active()
         token = _launch.LAUNCH_HOOK.set(None)       # a launch inside this one is not hooked again
-        try:
-            with trace.record() as events:
-                try:
-                    out = go()
-                finally:
-                    if outer is not None:
-                        outer.add_launch([list(events)], events.fast_paths)
-        finally:
-            _launch.LAUNCH_HOOK.reset(token)
-        prof = Profile(_estimate(events, target, lnc), events, kernel=_name(func), outputs=out)
+        with progress.activity(f"nkisim profile: simulating {_name(func)}") as shown:
+            try:
+                with trace.record() as events:
+                    try:
+                        out = go()
+                    finally:
+                        if outer is not None:
+                            outer.add_launch([list(events)], events.fast_paths)
+            finally:
+                _launch.LAUNCH_HOOK.reset(token)
+            shown.set_description(f"nkisim profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
+            timeline = _estimate(events, target, lnc)
+        prof = Profile(timeline, events, kernel=_name(func), outputs=out)
         profiles.append(prof)
         on_profile(prof)
         return out
