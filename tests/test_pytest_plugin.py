@@ -163,6 +163,7 @@ def test_hook():
     result = run(body)
     assert outcomes(result) == {"test_marked": "PASSED", "test_fixture": "PASSED", "test_hook": "PASSED"}
     assert "nkisim:" not in result.stdout.str()
+    assert "warning" not in result.stdout.str()          # e.g. none about assertion rewriting
     monkeypatch.setenv("NKI_NC_VERSION", "gen2")
     monkeypatch.setenv("EXPECT", "trn1")
     assert outcomes(run(body))["test_fixture"] == "PASSED"
