@@ -293,7 +293,9 @@ def nki_lnc(request, nki_target):
 
 # ---- each test: its environment, its simulator time ---------------------------------------------
 
-@pytest.hookimpl(wrapper=True)
+# Decision: old-style hook wrappers (``hookwrapper=True``), which every pytest >= 7 and pluggy take:
+# the plugin loads in every pytest process of the environment, whatever pytest that is.
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     plan = item.config.stash[_PLAN]
     env = dict(plan.env)
@@ -301,7 +303,8 @@ def pytest_runtest_protocol(item, nextitem):
     if target is not None:
         env[_TARGET_VAR] = target
     if not env and plan.top is None:
-        return (yield)                   # nothing asked: this test runs untouched
+        yield                            # nothing asked: this test runs untouched
+        return
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     token = None
@@ -318,7 +321,7 @@ def pytest_runtest_protocol(item, nextitem):
                 sim[1] += 1
         token = (launch.LAUNCH_HOOK, launch.LAUNCH_HOOK.set(timed))
     try:
-        return (yield)
+        yield
     finally:
         if token is not None:
             token[0].reset(token[1])
@@ -329,15 +332,15 @@ def pytest_runtest_protocol(item, nextitem):
                 os.environ[k] = v
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    report = yield
+    outcome = yield
     sim = item.stash.get(_SIM, None)
     if sim is not None and sim[1]:
+        report = outcome.get_result()
         # this phase's launches; a plain attribute survives xdist's report serialisation
         report.nkisim_sim = [sim[0], sim[1]]
         sim[0], sim[1] = 0.0, 0
-    return report
 
 
 class _Durations:
