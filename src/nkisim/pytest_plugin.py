@@ -58,8 +58,6 @@ import time
 import pytest
 
 _TARGETS = ("trn1", "trn2", "trn3")
-_STRICT_VARS = ("NKISIM_STRICT_UNINIT",)
-_RACE_VARS = ("NKISIM_DETECT_RACES", "NKISIM_SHUFFLE")
 _TARGET_VAR = "NEURON_PLATFORM_TARGET_OVERRIDE"
 _PARAM = "nki_target"
 _DEFAULT_TOP = 5                      # --nki-durations when another --nki-* option is given
@@ -133,7 +131,6 @@ class _Plan:
         elif self.targets or env:
             top = _DEFAULT_TOP
         self.top = top                   # None: measure nothing
-        self.active = bool(self.targets or env or top is not None)
 
 
 def _truthy(value) -> bool:
