@@ -3,6 +3,10 @@
 
 This module stays import-light (it is imported at interpreter start-up by the ``nki`` face finder),
 so everything heavier loads on first attribute access.
+
+PYTEST_DONT_REWRITE: pytest marks the packages of every pytest11 plugin's distribution for assertion
+rewriting, and this one is already imported when it does (by the face finder), which it would warn
+about in every session of the environment (nkisim.pytest_plugin).
 """
 __version__ = "0.1.0"
 

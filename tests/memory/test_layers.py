@@ -23,7 +23,7 @@ RANK = {
     "torch": 7,
     "kernels": 8, "examples": 8,
     "models": 9,
-    "demo": 10, "cli": 10, "__main__": 10, "ops_table": 10, "findings": 10,
+    "demo": 10, "cli": 10, "__main__": 10, "ops_table": 10, "findings": 10, "pytest_plugin": 10,
 }
 TORCH_RANK = RANK["torch"]
 
