@@ -481,9 +481,10 @@ class NkiTensor:
             geom = _GEOM.get(gkey)
             if geom is None:
                 t = self._index_view(key, op)
-                if len(_GEOM) >= _GEOM_LIMIT:
-                    _GEOM.clear()
-                _GEOM[gkey] = (t.shape, t.strides, t.offset)
+                if t.oob is None and not t.dynamic:  # an out-of-bounds index-expression view keeps
+                    if len(_GEOM) >= _GEOM_LIMIT:    # its mark: never shared as plain geometry
+                        _GEOM.clear()
+                    _GEOM[gkey] = (t.shape, t.strides, t.offset)
             else:
                 t = NkiTensor(self.alloc, geom[0], geom[1], geom[2], self.dtype, self.storage)
         else:
