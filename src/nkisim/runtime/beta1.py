@@ -371,15 +371,8 @@ class Beta1Kernel(Kernel):
             path = profiling.trace_file(cfg["save_trace_name"]) if cfg.get("save_trace_name") else None
         prof = profiling.run_profiled(body, args, kwargs, lnc=grid.cores, program_ndim=len(grid.dims),
                                       settings=settings)
-        self.profile_result = self._owner.profile_result = prof
-        if self.mode == "benchmark":
-            self.benchmark_result = self._owner.benchmark_result = profiling.BenchmarkResult(prof)
-            print(f"nki.benchmark {self.__name__}: estimated {prof.total_us:.3f} us on {prof.target} "
-                  f"(nkisim cost model, one simulated run; every percentile is this estimate)")
-        if path:
-            prof.save_trace(path)
-            print(f"nki.{self.mode} {self.__name__}: trace written to {path} (open in ui.perfetto.dev)")
-        return prof.outputs
+        return profiling.publish(self, prof, path, lambda:
+                                 "nkisim cost model, one simulated run; every percentile is this estimate")
 
     def __repr__(self):
         return f"<neuronxcc.nki.jit kernel {self.__name__}{list(self.specs) if self.specs else ''} mode={self.mode}>"

@@ -70,6 +70,21 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
 
 
+def publish(kernel, prof: Profile, path: str | None, detail: Callable[[], str]):
+    """The end of an ``nki.benchmark`` / ``nki.profile`` call (Beta 2 and Beta 1): set
+    ``profile_result`` (and, benchmarking, ``benchmark_result``) on the kernel and the decorated
+    kernel it came from, print the estimate (``detail()`` in brackets), write the trace to ``path``
+    if given; return the launch's outputs."""
+    kernel.profile_result = kernel._owner.profile_result = prof
+    if kernel.mode == "benchmark":
+        kernel.benchmark_result = kernel._owner.benchmark_result = BenchmarkResult(prof)
+        print(f"nki.benchmark {kernel.__name__}: estimated {prof.total_us:.3f} us on {prof.target} ({detail()})")
+    if path:
+        prof.save_trace(path)
+        print(f"nki.{kernel.mode} {kernel.__name__}: trace written to {path} (open in ui.perfetto.dev)")
+    return prof.outputs
+
+
 class Profiler:
     """``nkisim.profile(kernel, ...)``: calling it with the kernel's arguments returns a Profile."""
 
@@ -189,16 +204,9 @@ class ProfiledKernel(Kernel):
             raise FileExistsError(f"nki.profile: {path} exists; pass overwrite=True to replace it")
         prof = run_profiled(self.func, args, kwargs, lnc=self.lnc, program_ndim=len(self.grid),
                             settings=Settings.from_env())
-        self.profile_result = self._owner.profile_result = prof
-        if self.mode == "benchmark":
-            self.benchmark_result = self._owner.benchmark_result = BenchmarkResult(prof)
-            print(f"nki.benchmark {self.__name__}: estimated {prof.total_us:.3f} us on {prof.target} "
-                  f"(LNC{prof.lnc}; nkisim cost model, one simulated run: warmup={self.settings['warmup']}, "
-                  f"iters={self.settings['iters']} not repeated, every percentile is this estimate)")
-        if path:
-            prof.save_trace(path)
-            print(f"nki.{self.mode} {self.__name__}: trace written to {path} (open in ui.perfetto.dev)")
-        return prof.outputs
+        return publish(self, prof, path, lambda: (
+                       f"LNC{prof.lnc}; nkisim cost model, one simulated run: warmup={self.settings['warmup']}, "
+                       f"iters={self.settings['iters']} not repeated, every percentile is this estimate"))
 
     def __repr__(self):
         return f"<nki.{self.mode} kernel {self.__name__}{list(self.grid) if self.grid else ''}>"
