@@ -62,15 +62,16 @@ def loop(n):
 
 
 def slots(phys, ids):
-    return [phys[a][-1] for a in ids]
+    """(lane, slot) of each allocation: its physical buffer within its site."""
+    return [phys[a][-2:] for a in ids]
 
 
 def test_sequential_tiles_rotate_modulo_k():
     ev = loop(5)
     ids = [f"c0.{i + 1}" for i in range(5)]
-    assert slots(physical_buffers(ev, 1), ids) == [0, 0, 0, 0, 0]
-    assert slots(physical_buffers(ev, 2), ids) == [0, 1, 0, 1, 0]
-    assert slots(physical_buffers(ev, 3), ids) == [0, 1, 2, 0, 1]
+    assert slots(physical_buffers(ev, 1), ids) == [(0, 0)] * 5
+    assert slots(physical_buffers(ev, 2), ids) == [(0, 0), (0, 1), (0, 0), (0, 1), (0, 0)]
+    assert slots(physical_buffers(ev, 3), ids) == [(0, 0), (0, 1), (0, 2), (0, 0), (0, 1)]
     assert physical_buffers(ev, None) == {}
     # the accumulator (one allocation) and the kernel argument are their own buffers
     phys = physical_buffers(ev, 2)
@@ -78,8 +79,8 @@ def test_sequential_tiles_rotate_modulo_k():
 
 
 def test_tiles_live_at_the_same_time_get_a_buffer_each():
-    """Three tiles loaded, then all three read (a list of tiles): three buffers even with K=1;
-    the next group reuses them, the one freed first first."""
+    """Three tiles loaded, then all three read (a list of tiles): a lane each, so three buffers
+    even with K=1; the next group takes the same lanes (K=1: the same buffers; K=2: the others)."""
     ev = Events()
     for g in range(2):
         ids = [f"c0.{3 * g + k + 1}" for k in range(3)]
@@ -88,7 +89,8 @@ def test_tiles_live_at_the_same_time_get_a_buffer_each():
         for a in ids:
             ev.use(a)
     ids = [f"c0.{k + 1}" for k in range(6)]
-    assert slots(physical_buffers(ev, 1), ids) == [0, 1, 2, 0, 1, 2]
+    assert slots(physical_buffers(ev, 1), ids) == [(0, 0), (1, 0), (2, 0)] * 2
+    assert slots(physical_buffers(ev, 2), ids) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
     # the first group runs its loads side by side: D, then the three reads back to back
     tl = estimate(ev[:6], T2, 1, loop_buffers=1)
     assert tl.total_ns == pytest.approx(D + 3 * (TT + S))
@@ -115,6 +117,22 @@ def test_double_buffering_overlaps_load_and_compute():
 def test_unbounded_buffers_prefetch_every_load():
     tl = estimate(loop(4), T2, 1, loop_buffers=None)
     assert tl.total_ns == pytest.approx(D + 4 * (TT + S))
+
+
+def test_one_helper_called_twice_per_iteration_double_buffers_each_tile():
+    """Two tiles per iteration first touched at the same line (a helper): two lanes, each
+    rotating through K buffers -- with K=2 the same schedule as two lines, K=1 serialises."""
+    def body(ev, same_line):
+        for i in range(4):
+            a, b = f"c0.{2 * i + 1}", f"c0.{2 * i + 2}"
+            ev.load(a).load(b, line=1 if same_line else 3).use(a).use(b, line=2 if same_line else 4)
+        return ev
+    one = body(Events(), True)
+    assert slots(physical_buffers(one, 2), [f"c0.{k + 1}" for k in range(4)]) == \
+        [(0, 0), (1, 0), (0, 1), (1, 1)]
+    for k in (1, 2):
+        assert estimate(one, T2, 1, loop_buffers=k).total_ns == \
+            pytest.approx(estimate(body(Events(), False), T2, 1, loop_buffers=k).total_ns)
 
 
 def test_different_lines_are_different_sites():

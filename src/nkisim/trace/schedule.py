@@ -26,7 +26,7 @@
   So the k-th tile an on-chip allocation site makes shares its bytes with the (k-K)-th, and the
   schedule's write-after-read / write-after-write rule makes iteration i + K wait until
   iteration i's tile is no longer read. Tiles of one site that are live at the same time (a
-  list of tiles filled by a loop, read later) get a buffer each (the allocator never maps two
+  list of tiles filled by a loop, read later) get K buffers each (the allocator never maps two
   live tiles to one address). Decision: K = ``Settings.loop_tile_buffers`` (default 2, the
   guide's double buffering; the allocator's heuristic is not documented; None: every tile its
   own memory); SBUF and PSUM alike; the site of an allocation is the instruction (kernel line,
@@ -49,7 +49,6 @@
 """
 from __future__ import annotations
 
-import heapq
 from typing import Sequence
 
 from .. import arch
@@ -171,16 +170,18 @@ def _accesses(ops, phys: dict) -> list:
 
 
 def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict:
-    """On-chip allocation id -> physical buffer ``(core, site, slot)``: the modulo allocation of a
-    loop body's tiles (see the module docstring). ``buffers``: K, the physical buffers a site
-    rotates through; None: every allocation is its own buffer (an empty map).
+    """On-chip allocation id -> physical buffer ``(core, location, role, buffer, lane, slot)``:
+    the modulo allocation of a loop body's tiles (see the module docstring). ``buffers``: K, the
+    physical buffers each lane of a site rotates through; None: every allocation is its own
+    buffer (an empty map).
 
     A site is (core, location, role, buffer) of the instruction that first touches the
-    allocation: the allocations a loop body makes at one line are first touched by the same
-    instruction. Allocations of a site are placed in first-use order; one takes the free slot
-    (its occupant's last access precedes this allocation's first one) freed earliest if at least
-    K slots are free, else a new slot — so K sequential tiles rotate modulo K, and tiles live
-    at the same time (a list of tiles filled in a loop) get a slot each."""
+    allocation: the tiles a loop body declares at one line are first touched by the same
+    instruction. In first-use order each tile takes the lowest lane of its site whose current
+    tile is dead (last accessed before this tile's first access), or a new lane: tiles of one
+    site live at the same time (a list of tiles filled by a loop; one helper called twice per
+    iteration) get a lane each. The j-th tile of a lane gets slot ``j mod K``, so a lane's tile
+    shares its buffer with the one K tiles before it, which is dead by then."""
     if buffers is None:
         return {}
     if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
@@ -196,22 +197,21 @@ def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict
                     if a not in first:
                         first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
                     last[a] = i
-    pools: dict = {}            # site -> [busy heap (last access, slot), free heap (last access, slot), slots]
+    lanes: dict = {}            # site -> [[last access of the lane's current tile, tiles so far], ...]
     phys: dict = {}
     for a, (i, site) in first.items():      # dicts keep insertion order: first-use order
-        pool = pools.get(site)
-        if pool is None:
-            pool = pools[site] = [[], [], 0]
-        busy, free = pool[0], pool[1]
-        while busy and busy[0][0] < i:
-            heapq.heappush(free, heapq.heappop(busy))
-        if len(free) >= buffers:
-            slot = heapq.heappop(free)[1]
+        site_lanes = lanes.get(site)
+        if site_lanes is None:
+            site_lanes = lanes[site] = []
+        for n, lane in enumerate(site_lanes):
+            if lane[0] < i:
+                break
         else:
-            slot = pool[2]
-            pool[2] += 1
-        heapq.heappush(busy, (last[a], slot))
-        phys[a] = (site[0], site[1], site[2], site[3], slot)
+            n, lane = len(site_lanes), [0, 0]
+            site_lanes.append(lane)
+        phys[a] = (*site, n, lane[1] % buffers)
+        lane[0] = last[a]
+        lane[1] += 1
     return phys
 
 
