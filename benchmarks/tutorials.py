@@ -1,6 +1,6 @@
 """Estimated device time of the public NKI tutorials' kernels, run unmodified from a checkout.
 
-Usage: python benchmarks/tutorials.py SDK_CHECKOUT [--target trn1] [--check]
+Usage: python benchmarks/tutorials.py SDK_CHECKOUT [--target trn1] [--check] [--loop-tile-buffers K]
 
 ``SDK_CHECKOUT`` is a checkout of aws-neuron/aws-neuron-sdk; its files
 ``nki/examples/matrix_multiplication/matrix_multiplication_nki_kernels.py`` and
@@ -19,7 +19,8 @@ It prints each estimate, the published latency where the tutorial gives one and 
 published, and whether each step improves as the tutorial says. Decision: the published figures
 are compared with the ``trn1`` estimate by default (the tutorials were written in 2024 against the
 Trainium / Inferentia2 architecture guide, before trn2). ``--check`` also runs the matmul kernels
-with compute on and compares them with NumPy. Not part of CI (the checkout comes from the network).
+with compute on and compares them with NumPy; ``--loop-tile-buffers K`` sets the physical buffers of a
+loop body's tile (``Settings.loop_tile_buffers``; default the setting's). Not part of CI (the checkout comes from the network).
 """
 from __future__ import annotations
 
@@ -65,11 +66,12 @@ def load(checkout: str, rel: str):
     return mod
 
 
-def profile(kernel, args, target):
+def profile(kernel, args, target, buffers=None):
     """(estimate us, seconds taken, error text or None)."""
     t0 = time.perf_counter()
+    opts = {} if buffers is None else {"loop_tile_buffers": buffers}
     try:
-        p = nkisim.profile(kernel, target=target, compute=False)(*args)
+        p = nkisim.profile(kernel, target=target, compute=False, **opts)(*args)
     except Exception as exc:    # report the kernel that does not run, go on with the others
         return None, time.perf_counter() - t0, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
     return p.total_us, time.perf_counter() - t0, None
@@ -95,6 +97,8 @@ def main(argv=None) -> int:
     ap.add_argument("checkout")
     ap.add_argument("--target", default="trn1")
     ap.add_argument("--check", action="store_true", help="also run the matmul kernels with compute on")
+    ap.add_argument("--loop-tile-buffers", type=int, default=None, metavar="K",
+                    help="physical buffers of a loop body's tile (default: NKISIM_LOOP_TILE_BUFFERS or 2)")
     a = ap.parse_args(argv)
     mm, mb = load(a.checkout, MATMUL), load(a.checkout, MAMBA)
     print(f"target {a.target}; estimates in us (nkisim.profile(compute=False)); published: the tutorial's "
@@ -106,11 +110,12 @@ def main(argv=None) -> int:
     rhs = rng.random((1024, 2048), dtype=np.float32).astype(bf16)
     ok = True
     est, secs, err = profile(mm.nki_matmul_basic_, (rng.random((128, 64), dtype=np.float32),
-                                                    rng.random((128, 512), dtype=np.float32)), a.target)
+                                                    rng.random((128, 512), dtype=np.float32)),
+                             a.target, a.loop_tile_buffers)
     row("nki_matmul_basic_", "[64,128]@[128,512]", est, None, secs, err)
     prev = None
     for name in MATMUL_STEPS:
-        est, secs, err = profile(getattr(mm, name), (lhsT, rhs), a.target)
+        est, secs, err = profile(getattr(mm, name), (lhsT, rhs), a.target, a.loop_tile_buffers)
         row(name, "[4096,1024]@[1024,2048]", est, None, secs, err)
         if est is None or (prev is not None and not est < prev):
             ok = False
@@ -123,7 +128,7 @@ def main(argv=None) -> int:
     print(f"matmul steps improve in the tutorial's order: {'yes' if ok else 'NO'}")
     got = {}
     for (name, shape), published in MAMBA_PUBLISHED.items():
-        est, secs, err = profile(getattr(mb, name), mamba_inputs(*shape), a.target)
+        est, secs, err = profile(getattr(mb, name), mamba_inputs(*shape), a.target, a.loop_tile_buffers)
         got[name, shape] = est
         row(name, str(list(shape)).replace(" ", ""), est, published, secs, err)
     for fast, slow, shape in MAMBA_STEPS:

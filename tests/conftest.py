@@ -48,7 +48,7 @@ def rng():
     return np.random.default_rng(0)
 
 
-def fake_estimate(events, target, lnc):
+def fake_estimate(events, target, lnc, loop_buffers=None):
     """A stand-in for ``trace.schedule.estimate`` (tests of the profile layer only): every
     instruction takes 100 ns, one after the other; a span waits on the one before it when that
     one ran on another track. Tracks ``core<c>.<engine>``, DMAs on ``core<c>.dma0``; TensorE flops

@@ -204,6 +204,11 @@ class Settings:
                    "`nl.dynamic_range`, `nl.fori_loop`) before `LoopLimitError`, a positive integer "
                    "(default 1000000)",
         env=("NKISIM_MAX_LOOP_ITERATIONS",), parse=_positive_int)
+    loop_tile_buffers: int = _knob(
+        2, "cost model: the physical buffers a tile allocated in a loop body rotates through "
+           "(iteration i + K reuses iteration i's buffer), a positive integer (default 2, double "
+           "buffering); read by `nkisim.profile` / `nki.benchmark` only",
+        env=("NKISIM_LOOP_TILE_BUFFERS",), parse=_positive_int)
     nki_version: str = _knob(
         NKI_VERSIONS[-1], "the NKI release simulated where releases documented different behaviour: "
                           "`0.3`, `0.4` or `0.5` (default `0.5`, the current docs); today one rule "
@@ -227,7 +232,7 @@ class Settings:
                 if isinstance(value, str):
                     value = value.strip().lower()
             elif isinstance(value, bool) or not isinstance(value, kind):   # a bool or str is no number
-                what = "a positive integer" if field == "max_loop_iterations" else \
+                what = "a positive integer" if field in ("max_loop_iterations", "loop_tile_buffers") else \
                     "an integer" if kind is numbers.Integral else "a number"
                 raise ValueError(f"Settings.{field} must be {what}, got {value!r}")
             object.__setattr__(self, field, value)
@@ -246,6 +251,9 @@ class Settings:
         if self.max_loop_iterations < 1:
             raise ValueError(f"Settings.max_loop_iterations must be a positive integer, "
                              f"got {self.max_loop_iterations!r}")
+        if self.loop_tile_buffers < 1:
+            raise ValueError(f"Settings.loop_tile_buffers must be a positive integer, "
+                             f"got {self.loop_tile_buffers!r}")
         if self.barrier_timeout_s <= 0:
             raise ValueError(f"Settings.barrier_timeout_s must be > 0, got {self.barrier_timeout_s}")
 

@@ -26,9 +26,9 @@ from .kernel import Kernel
 LATENCY_PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
 
-def _estimate(events, target: arch.Target, lnc: int):
-    """``trace.schedule.estimate(events, target, lnc)``; UnsupportedError when this build has no
-    scheduler module."""
+def _estimate(events, target: arch.Target, lnc: int, settings: Settings | None = None):
+    """``trace.schedule.estimate(events, target, lnc, settings.loop_tile_buffers)`` (default:
+    the environment's settings); UnsupportedError when this build has no scheduler module."""
     try:
         schedule = importlib.import_module("nkisim.trace.schedule")
     except ModuleNotFoundError as exc:
@@ -37,7 +37,8 @@ def _estimate(events, target: arch.Target, lnc: int):
         raise UnsupportedError("nkisim.profile", "the cost model (nkisim.trace.schedule) is not in this "
                                                  "build; nki.simulate runs the kernel without timing",
                                where="?") from None
-    return schedule.estimate(list(events), target, lnc)
+    buffers = (settings or Settings.from_env()).loop_tile_buffers
+    return schedule.estimate(list(events), target, lnc, loop_buffers=buffers)
 
 
 def _name(func) -> str:
@@ -66,7 +67,7 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
         finally:
             _launch.LAUNCH_HOOK.reset(token)
         shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
-        timeline = _estimate(events, arch.get(settings.target), lnc)
+        timeline = _estimate(events, arch.get(settings.target), lnc, settings)
     return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
 
 

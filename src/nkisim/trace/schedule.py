@@ -15,6 +15,22 @@
   (Decision: the docs give no separate compute-engine semaphore latency; the DMA's ~1300 ns
   semaphore-to-start latency is already its fixed cost). A matmul that starts on an idle TensorE
   (not back to back) pays MM_INIT (64 cycles) more.
+- Loop-body tiles rotate through K physical buffers (``physical_buffers``). Source: "Neuron
+  Compiler inspects the above code and uses a heuristic-driven allocator to decide how many
+  physical tiles are allocated to each tensor"; with one physical tile "the different loop
+  iterations will end up completely serialized", with two ("double buffering") "the DMA copy
+  from HBM to SBUF can overlap with the exponential operation" (Beta-1
+  nki_direct_allocation_guide.rst, "Background"; nki/migration/index.rst "What are block
+  dimensions?": "the compiler could choose to allocate 2 physical tiles"; a tile declared in
+  the loop body is the NKI 0.2 form of a block dimension, "hoist it down inside the loop").
+  So the k-th tile an on-chip allocation site makes shares its bytes with the (k-K)-th, and the
+  schedule's write-after-read / write-after-write rule makes iteration i + K wait until
+  iteration i's tile is no longer read. Tiles of one site that are live at the same time (a
+  list of tiles filled by a loop, read later) get K buffers each (the allocator never maps two
+  live tiles to one address). Decision: K = ``Settings.loop_tile_buffers`` (default 2, the
+  guide's double buffering; the allocator's heuristic is not documented; None: every tile its
+  own memory); SBUF and PSUM alike; the site of an allocation is the instruction (kernel line,
+  operand role) that first touches it; kernel arguments and HBM tensors are not rotated.
 - DMA queues. Decision: each DMA instruction goes, in issue order, to the core's queue that is
   free first (lowest number on ties; 16 queues, ``core<c>.dma<q>``); each queue runs its transfers
   in order; a transfer takes its fixed latency, then moves its bytes at most at its own rate
@@ -42,6 +58,8 @@ from .timeline import Span, Timeline
 
 _WHOLE = 1 << 62
 _SYNC_OPS = frozenset(("core_barrier", "sendrecv"))
+_ON_CHIP = frozenset(("sbuf", "psum"))
+LOOP_TILE_BUFFERS = 2     # the default K (Settings.loop_tile_buffers); see the module docstring
 
 
 class _Pipe:
@@ -125,9 +143,10 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
 class _Core:
     """One core's scheduling state."""
     __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor",
-                 "frontier", "syncs", "pending", "tensor_end", "latest", "floor_idx")
+                 "frontier", "syncs", "pending", "tensor_end", "latest", "floor_idx", "phys")
 
-    def __init__(self, queues: int, dma_rate: float):
+    def __init__(self, queues: int, dma_rate: float, phys: dict | None = None):
+        self.phys = phys if phys is not None else {}   # on-chip alloc id -> its physical buffer
         self.engine_free: dict = {}
         self.queue_free = [0.0] * queues
         self.dma_pipe = _Pipe(dma_rate)
@@ -142,10 +161,58 @@ class _Core:
         self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
 
 
-def _accesses(ops) -> list:
-    """(allocation, (p0, p1, b0, b1)) of each operand; unknown ranges are the whole allocation."""
-    return [(o.alloc, (o.part_start, o.part_end, o.byte_start, o.byte_end) if o.byte_end
-             else (0, _WHOLE, 0, _WHOLE)) for o in ops]
+def _accesses(ops, phys: dict) -> list:
+    """(buffer, (p0, p1, b0, b1)) of each operand: the physical buffer of an on-chip allocation
+    (``phys``; see ``physical_buffers``), else the allocation; unknown ranges are the whole
+    allocation."""
+    return [(phys.get(o.alloc, o.alloc), (o.part_start, o.part_end, o.byte_start, o.byte_end)
+             if o.byte_end else (0, _WHOLE, 0, _WHOLE)) for o in ops]
+
+
+def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict:
+    """On-chip allocation id -> physical buffer ``(core, location, role, buffer, lane, slot)``:
+    the modulo allocation of a loop body's tiles (see the module docstring). ``buffers``: K, the
+    physical buffers each lane of a site rotates through; None: every allocation is its own
+    buffer (an empty map).
+
+    A site is (core, location, role, buffer) of the instruction that first touches the
+    allocation: the tiles a loop body declares at one line are first touched by the same
+    instruction. In first-use order each tile takes the lowest lane of its site whose current
+    tile is dead (last accessed before this tile's first access), or a new lane: tiles of one
+    site live at the same time (a list of tiles filled by a loop; one helper called twice per
+    iteration) get a lane each. The j-th tile of a lane gets slot ``j mod K``, so a lane's tile
+    shares its buffer with the one K tiles before it, which is dead by then."""
+    if buffers is None:
+        return {}
+    if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
+        raise ValueError(f"schedule.estimate: loop_buffers must be a positive integer or None (the "
+                         f"physical buffers of a loop body's tile), got {buffers!r}")
+    first: dict = {}
+    last: dict = {}
+    for i, ev in enumerate(events):
+        for ops in (ev.reads, ev.writes):
+            for o in ops:
+                if o.buffer in _ON_CHIP:
+                    a = o.alloc
+                    if a not in first:
+                        first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
+                    last[a] = i
+    lanes: dict = {}            # site -> [[last access of the lane's current tile, tiles so far], ...]
+    phys: dict = {}
+    for a, (i, site) in first.items():      # dicts keep insertion order: first-use order
+        site_lanes = lanes.get(site)
+        if site_lanes is None:
+            site_lanes = lanes[site] = []
+        for n, lane in enumerate(site_lanes):
+            if lane[0] < i:
+                break
+        else:
+            n, lane = len(site_lanes), [0, 0]
+            site_lanes.append(lane)
+        phys[a] = (*site, n, lane[1] % buffers)
+        lane[0] = last[a]
+        lane[1] += 1
+    return phys
 
 
 def _deps(st: _Core, reads: list, writes: list):
@@ -192,7 +259,7 @@ def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
         e[0].append((*r, end, idx))
 
 
-def _ports(t: arch.Target, kind: str, ev: Instruction) -> tuple:
+def _ports(t: arch.Target, kind: str, ev: Instruction, phys: dict) -> tuple:
     """The shared SBUF / PSUM ports ``ev`` on engine ``kind`` takes (see the module docstring)."""
     if kind not in ("vector", "gpsimd", "scalar"):
         return ()
@@ -209,17 +276,21 @@ def _ports(t: arch.Target, kind: str, ev: Instruction) -> tuple:
             for o in ops:
                 if o.buffer == "psum":
                     if o.byte_end:
-                        out.extend(f"{o.alloc}.bank{b}" for b in range(o.byte_start // bank,
+                        a = phys.get(o.alloc, o.alloc)
+                        out.extend(f"{a}.bank{b}" for b in range(o.byte_start // bank,
                                                                          (o.byte_end - 1) // bank + 1))
                     else:
-                        out.append(f"{o.alloc}.bank*")
+                        out.append(f"{phys.get(o.alloc, o.alloc)}.bank*")
     return tuple(out)
 
 
-def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Timeline:
+def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
+             loop_buffers: int | None = LOOP_TILE_BUFFERS) -> Timeline:
     """The estimated ``Timeline`` of one launch's events (all cores, in (core, seq) order).
 
-    ``target``: the ``arch.Target`` simulated; ``lnc``: the launch's cores (1 or 2). Spans come
+    ``target``: the ``arch.Target`` simulated; ``lnc``: the launch's cores (1 or 2);
+    ``loop_buffers``: K, the physical buffers of a loop body's tile (None: unbounded; ValueError
+    below 1; see ``physical_buffers``). Spans come
     back in the order of ``events``. Deterministic. Cost: a few µs per event."""
     t = target
     n = len(events)
@@ -229,7 +300,8 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
         per_core.setdefault(ev.core, []).append(i)
     cores = sorted(per_core)
     dma_rate = t.dma_core_bytes_per_ns
-    state = {c: _Core(t.dma_engines, dma_rate) for c in cores}
+    phys = physical_buffers(events, loop_buffers)
+    state = {c: _Core(t.dma_engines, dma_rate, phys) for c in cores}
     pos = {c: 0 for c in cores}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
@@ -278,7 +350,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
         if ev.op in _SYNC_OPS and len(cores) > 1:
             k = st.syncs.get(ev.op, 0)
             st.syncs[ev.op] = k + 1
-            ready, _ = _deps(st, _accesses(ev.reads), _accesses(ev.writes))
+            ready, _ = _deps(st, _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys))
             arrive = max(ready, st.floor, *st.engine_free.values(), *st.queue_free) \
                 if ev.op == "core_barrier" else max(ready, st.floor)
             key = (ev.op, k)
@@ -301,7 +373,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int) -> Ti
 def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_before) -> None:
     """Place one instruction on its engine / queue of core state ``st``."""
     kind = co.kind
-    reads, writes = _accesses(ev.reads), _accesses(ev.writes)
+    reads, writes = _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys)
     ready, dep = _deps(st, reads, writes)
     if not_before > ready:
         ready, dep = not_before, None
@@ -320,7 +392,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     bound = dep is not None and ready >= free     # the dependency, not the track, sets the start
     if ready > free:
         start, waited = ready, dep
-    ports = _ports(t, kind, ev) if kind != "dma" else ()
+    ports = _ports(t, kind, ev, st.phys) if kind != "dma" else ()
     why = co.why
     for p in ports:
         pf = st.ports.get(p, 0.0)
@@ -378,7 +450,7 @@ def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rat
             st.engine_free[kind] = release
             st.floor, st.floor_idx = release, idx
             st.latest = (release, idx)
-            _record(st, _accesses(ev.reads), _accesses(ev.writes), release, idx)
+            _record(st, _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys), release, idx)
         else:
             _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, last)
         st.pending = None
