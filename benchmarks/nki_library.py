@@ -5,6 +5,7 @@
     python benchmarks/nki_library.py /path/to/nki-library -k router_topk --timeout 300
     python benchmarks/nki_library.py /path/to/nki-library test/integration/nkilib/core/cumsum
     python benchmarks/nki_library.py /path/to/nki-library --deadline 60 --results r.jsonl
+    python benchmarks/nki_library.py --summarise run.jsonl rerun.jsonl   # failure table, pass rates
 
 The suite runs in its simulation mode (``--test-mode simulation``) with ``pytest -n 2``, a per-test
 timeout and a per-process memory cap (tracebacks in Python's native format: pytest's own parses
@@ -245,10 +246,14 @@ def pytest_runtest_call(item):
 
 
 def _out_of_memory(exc):
-    """Is a MemoryError (or an allocator's out-of-memory message) anywhere in exc's chain?"""
+    """Is a MemoryError (or an allocator's out-of-memory message) anywhere in exc's chain? (Not
+    nkisim's CapacityError, a MemoryError too: the kernel does not fit on-chip, whatever the
+    machine.)"""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if type(exc).__name__ == "CapacityError":
+            return False
         if isinstance(exc, MemoryError) or any(w in str(exc) for w in _MEMORY_WORDS):
             return True
         exc = exc.__cause__ or exc.__context__
@@ -464,6 +469,81 @@ def summarise(report: str, top: int = 15) -> dict:
     return {"counts": counts, "causes": causes.most_common(top), "slowest": times[:10]}
 
 
+# Failures of nki-library's own making, checked one by one (test name pattern, cause pattern, why).
+SUITE_DEFECTS = (
+    (r"test_gen_mask_tkg\.py", r"KeyError: 'mask_out_hbm'",
+     "gen_mask_tkg: the test reads an output 'mask_out_hbm' its kernel call never returns"),
+    (r"test_attention_block_tkg\.py.*MODEL_WIP", r"",
+     "attention_block_tkg MODEL_WIP configs: the golden lacks the kernel's FP8 cast and other steps "
+     "(configs marked work in progress)"),
+    (r"test_moe_block_tkg\.py.*MODEL_WIP", r"Validation failed",
+     "moe_block_tkg MODEL_WIP configs: the golden's RMSNorm is not rounded to bf16 as the kernel's is"),
+    (r"test_output_proj_tkg\.py", r"sbuf allocation",
+     "output_proj_tkg: every head's weights loaded up front, more than SBUF holds"),
+)
+# nkisim's CapacityError (a kernel's tiles do not fit SBUF/PSUM on the target).
+CAPACITY = re.compile(r"(sbuf|psum) allocation .* on trn")
+
+
+def categorise(rec: dict) -> tuple[str, str]:
+    """(kind, cause) of a failed or errored record: kind is "suite defect", "machine memory",
+    "on-chip capacity", "timeout" or "other"; cause says which (a suite defect's why, else the
+    masked first line)."""
+    name, cause = rec["name"], rec.get("cause", "")
+    if "Timeout (>" in cause:               # unfinished: not known to fail by its suite defect
+        return "timeout", _cause(cause)
+    for name_pat, cause_pat, why in SUITE_DEFECTS:
+        if re.search(name_pat, name) and re.search(cause_pat, cause) and not MEMORY.search(cause):
+            return "suite defect", why
+    if CAPACITY.search(cause):
+        return "on-chip capacity", _cause(cause)
+    if MEMORY.search(cause) or "crashed" in cause or rec.get("out_of_memory"):
+        return "machine memory", "out of this machine's memory (the test's own float64 golden/inputs)" \
+            if MEMORY.search(cause) or rec.get("out_of_memory") else _cause(cause)
+    return "other", _cause(cause)
+
+
+def summarise_files(paths: list[str]) -> str:
+    """The table of several JSON-lines result files (a run and its re-runs, given oldest first:
+    a later file's record of a test replaces an earlier one): every failure category with its
+    count, and the pass rates of all simulation tests run, of those not out of the machine's
+    memory, and of those besides not failing by a suite defect."""
+    latest: dict = {}
+    for path in paths:
+        for rec in _jsonl_records(path):
+            latest[rec["name"]] = rec
+    counts, kinds, table = collections.Counter(), collections.Counter(), collections.Counter()
+    for rec in latest.values():
+        if rec["outcome"] == "skipped":
+            counts["not_simulation" if NOT_SIMULATION in rec.get("reason", "") else "skipped"] += 1
+            continue
+        counts[rec["outcome"]] += 1
+        if rec["outcome"] in ("failed", "error"):
+            kind, cause = categorise(rec)
+            kinds[kind] += 1
+            module = rec["name"].split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+            table[(kind, module, cause)] += 1
+    ran = counts["passed"] + counts["failed"] + counts["error"]
+    lines = [f"{len(latest)} tests in {len(paths)} file(s): {ran} run ({counts['passed']} passed, "
+             f"{counts['failed']} failed, {counts['error']} errors), {counts['skipped']} skipped by the suite, "
+             f"{counts['not_simulation']} not simulation tests", "", "failures by category:"]
+    for kind in ("suite defect", "machine memory", "on-chip capacity", "timeout", "other"):
+        rows = sorted(((n, m, c) for (k, m, c), n in table.items() if k == kind), reverse=True)
+        if rows:
+            lines.append(f"  {kind}: {kinds[kind]}")
+            lines.extend(f"    {n:5d}  {m}: {c}" for n, m, c in rows)
+
+    def rate(passed, of):
+        return f"{passed}/{of} = {100 * passed / of:.1f} %" if of else "n/a"
+    fit = ran - kinds["machine memory"]
+    lines += ["", "pass rate:",
+              f"  of the simulation tests run:                          {rate(counts['passed'], ran)}",
+              f"  of those not out of the machine's memory:             {rate(counts['passed'], fit)}",
+              f"  of those, besides not failing by a suite defect:      "
+              f"{rate(counts['passed'], fit - kinds['suite defect'])}"]
+    return "\n".join(lines)
+
+
 def report_lines(c) -> str:
     """The summary's count lines from ``summarise(...)["counts"]``."""
     ran = c["passed"] + c["failed"] + c["error"]
@@ -500,6 +580,15 @@ def main(argv=None) -> int:
                     "out of memory one at a time under this cap (0: no re-run; default 20)")
     ap.add_argument("--deadline", type=float, help="stop the run after this many minutes and "
                     "summarise the tests finished by then")
+    ap.add_argument("--summarise", nargs="+", metavar="RESULTS", help="only summarise these per-test "
+                    "JSON-lines files (oldest first: a later record of a test replaces an earlier one) "
+                    "into failure categories and pass rates; the checkout argument is then not needed")
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--summarise" in argv:
+        args = ap.parse_args(["-", *argv])
+        print(summarise_files(args.summarise))
+        return 0
     args, extra = ap.parse_known_args(argv)      # the rest goes to pytest (-k, test paths, ...)
 
     root = os.path.abspath(args.checkout)
@@ -522,7 +611,11 @@ def main(argv=None) -> int:
                                                          os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "MALLOC_ARENA_MAX": "2",   # fewer malloc arenas: less address space under the cap
-           "NKISIM_RESULTS": results}
+           "NKISIM_RESULTS": results,
+           # the suite's sweeps sample their configs at random unless seeded, and seed 0 only under
+           # xdist (its conftest): seeded here too, so a -n 0 run (and the re-run alone) collects
+           # the test ids a -n 2 run does
+           "NEURON_PYTHONHASHSEED": os.environ.get("NEURON_PYTHONHASHSEED", "0")}
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     day = _checkout_day(root)

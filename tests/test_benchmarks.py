@@ -251,6 +251,43 @@ def test_nki_library_plugin_finds_out_of_memory_anywhere_in_the_exception_chain(
     assert not oom(looped)
 
 
+def test_nki_library_plugin_does_not_count_a_capacity_error_as_the_machines_memory(plugin):
+    from nkisim.errors import CapacityError
+    oom = plugin["_out_of_memory"]
+    wrapped = RuntimeError("InferenceException: nl.ndarray: psum allocation (128, 512) float32 needs 2048")
+    wrapped.__cause__ = CapacityError("nl.ndarray", "psum allocation (128, 512) float32 needs 2048 bytes")
+    assert isinstance(wrapped.__cause__, MemoryError) and not oom(wrapped)
+
+
+def test_nki_library_summarise_files_categorises_the_latest_record_of_each_test(tmp_path, capsys):
+    mod = _load("nki_library")
+    first, second = tmp_path / "run.jsonl", tmp_path / "rerun.jsonl"
+    rows = [
+        {"name": "integration/x/test_a.py::T::t[1]", "outcome": "failed", "cause": "Failed: Timeout (>300.0s) from pytest-timeout."},
+        {"name": "integration/x/test_a.py::T::t[2]", "outcome": "passed"},
+        {"name": "integration/x/test_gen_mask_tkg.py::T::t[1]", "outcome": "failed", "cause": "KeyError: 'mask_out_hbm'"},
+        {"name": "integration/x/test_b.py::T::t[1]", "outcome": "failed",
+         "cause": "numpy._core._exceptions._ArrayMemoryError: Unable to allocate 7.89 GiB for an array"},
+        {"name": "integration/x/test_b.py::T::t[2]", "outcome": "failed", "cause": "AssertionError", "out_of_memory": True},
+        {"name": "integration/x/test_c.py::T::t[1]", "outcome": "failed", "out_of_memory": True,
+         "cause": "InferenceException: nl.ndarray: psum allocation (128, 512) float32 needs 2048 bytes per partition "
+                  "(1 bank(s)) but 16384 of 16384 bytes per partition (8 banks of 2048) are live on trn2"},
+        {"name": "integration/x/test_c.py::T::t[2]", "outcome": "failed", "cause": "ValueError: wrong 3"},
+        {"name": "integration/x/test_c.py::T::t[3]", "outcome": "skipped", "reason": mod.NOT_SIMULATION + "trace_only"},
+    ]
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    second.write_text(json.dumps({"name": "integration/x/test_a.py::T::t[1]", "outcome": "passed", "time": 192.1}) + "\n")
+    assert mod.main(["--summarise", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "7 run (2 passed, 5 failed, 0 errors), 0 skipped by the suite, 1 not simulation tests" in out
+    assert re.search(r"suite defect: 1\n +1  test_gen_mask_tkg: gen_mask_tkg", out)
+    assert re.search(r"machine memory: 2\n +2  test_b: out of this machine's memory", out)
+    assert re.search(r"on-chip capacity: 1\n +1  test_c: InferenceException: nl.ndarray: psum allocation", out)
+    assert re.search(r"other: 1\n +1  test_c: ValueError: wrong N", out) and "timeout" not in out
+    assert "of the simulation tests run:" in out and "2/7 = 28.6 %" in out
+    assert "2/5 = 40.0 %" in out and "2/4 = 50.0 %" in out       # not memory; nor a suite defect
+
+
 def test_nki_library_plugin_marks_out_of_memory_and_crashed_tests_for_the_re_run(plugin, tmp_path, monkeypatch):
     mod = _load("nki_library")
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)

@@ -339,3 +339,20 @@ def test_top8_order_is_the_stable_descending_sort_on_long_rows_with_ties_zeros_a
         if trial % 3 == 0:
             x[:, :f - 3] = np.nan                     # fewer than 8 numbers: NaN fills the tail
         np.testing.assert_array_equal(_top8(x), np.argsort(-x, axis=1, kind="stable")[:, :8])
+
+
+def test_top8_rows_with_and_without_a_tie_at_the_eighth_in_one_call():
+    """Rows taking the argpartition path and rows needing the exact keys, mixed in one array,
+    each equal to NumPy's stable sort of -x (and the keys alone agree on every row)."""
+    from nkisim.isa.search import _top8, _top8_keys
+    rng = np.random.default_rng(2)
+    for trial in range(60):
+        f = int(rng.integers(65, 400))
+        x = rng.standard_normal((12, f)).astype(np.float32)
+        x[1::3, :] = rng.integers(-2, 3, (4, f))          # ties across the 8th largest
+        x[2::3, : f - int(rng.integers(0, 8))] = np.nan   # fewer than 8 numbers
+        x[0, : 5] = -0.0
+        x[0, 5: 9] = 0.0
+        want = np.argsort(-x, axis=1, kind="stable")[:, :8]
+        np.testing.assert_array_equal(_top8(x), want)
+        np.testing.assert_array_equal(_top8_keys(x), want)

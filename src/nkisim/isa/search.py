@@ -40,11 +40,38 @@ def _max8_compute(ins, dst, src, name):
 def _top8(x: np.ndarray) -> np.ndarray:
     """(P, 8) indices of the 8 largest values per row of ``x`` (P, F) float32, in descending order,
     NaN below every number, equal values (-0.0 == 0.0) in index order: exactly
-    ``np.argsort(-x, kind="stable")[:, :8]``, in O(F) (a partition of unique int64 keys: the
-    value's order-preserving bit pattern, then the index)."""
+    ``np.argsort(-x, kind="stable")[:, :8]``, in O(F): an argpartition of -x where the 8th
+    largest value has no tie (nkisim's profile of nki-library's top-k: 4x faster), else a
+    partition of unique int64 keys (``_top8_keys``)."""
     p, f = x.shape
     if f <= 64:
         return np.argsort(-x, axis=1, kind="stable")[:, :_K]
+    # Fast path (speed; the same indices): a row whose 8 smallest of -x (np.argpartition, NaN
+    # last: below every number, and -0.0 == 0.0) are the only values at most the largest of them
+    # (no tie across the 8th, no NaN among them) takes them in index order, stably sorted by
+    # value; the other rows take the exact keys of _top8_keys.
+    neg = -x
+    idx = np.argpartition(neg, _K - 1, axis=1)[:, :_K]
+    kth = np.take_along_axis(neg, idx, axis=1).max(axis=1, keepdims=True)     # NaN: fewer numbers
+    ok = np.count_nonzero(neg <= kth, axis=1) == _K
+    if ok.all():
+        cols = np.sort(idx, axis=1)
+        return np.take_along_axis(cols, np.argsort(np.take_along_axis(neg, cols, axis=1), axis=1,
+                                                    kind="stable"), axis=1)
+    out = np.empty((p, _K), np.int64)
+    rows = np.flatnonzero(ok)
+    if rows.size:
+        cols = np.sort(idx[rows], axis=1)
+        out[rows] = np.take_along_axis(cols, np.argsort(np.take_along_axis(neg[rows], cols, axis=1),
+                                                        axis=1, kind="stable"), axis=1)
+    rest = np.flatnonzero(~ok)
+    out[rest] = _top8_keys(x[rest])
+    return out
+
+
+def _top8_keys(x: np.ndarray) -> np.ndarray:
+    """``_top8`` of any rows (P, F > 64): a partition of unique int64 keys."""
+    p, f = x.shape
     neg = -x + F32(0.0)                                  # -0.0 -> 0.0: equal values, one key
     neg[np.isnan(neg)] = F32(np.nan)                     # one NaN pattern, ordered last
     bits = neg.view(np.uint32).astype(np.int64)

@@ -16,7 +16,18 @@ to HBM reads a tile whose values are final after its last other access, so it ca
 there: it neither extends the tile's life nor counts as its first read. nki-library's kernels rely
 on both: output_projection_tkg loads every head's weights into separate tiles up front "to give the
 compiler finer control over pre-fetching" (more than SBUF holds at once), bwmm_shard_on_I keeps 12
-PSUM accumulators over its contraction loop (8 banks hold them one chain at a time). Not told
+PSUM accumulators over its contraction loop (8 banks hold them one chain at a time). Decision
+(a second schedule, tried only when the first does not fit): a PSUM chain whose SBUF sources are
+unchanged but dead before the tile's first read (their last use is a later chain's write, as when
+the last chain of a contraction loop is the weights' last reader) is sunk too, and each such
+source is kept live until that read (its life stretched to the latest read it was sunk to, and
+checked so); the check passes when either schedule fits, and the error names what the first (no
+stretching) did not fit. Only PSUM chains with SBUF sources are stretched (trading the scarce
+PSUM for SBUF): an SBUF copy of an accumulator first read much later would otherwise keep its
+PSUM source live until then. bwmm_shard_on_I's 12 accumulators per projection are such chains:
+their 24 weight tiles' last reader is the twelfth chain, one instruction before the first
+accumulator is read. An instruction's sources are the on-chip tiles it reads, before or after
+its write is recorded (a fast path takes its destination's view first). Not told
 apart: a write to a load's HBM source between the load and the read, and an instruction writing
 two tiles read at different times (a kernel can pass and still fail the compiler, never the other
 way round). Time is counted in instructions (``clock``, ticked by the dispatcher
@@ -70,7 +81,7 @@ class Rec:
     partition, and what the sinking rule needs (first read, last write, the on-chip sources of the
     writes before the first read)."""
     __slots__ = ("mem", "born", "last", "nbytes", "buffer", "name", "shape", "dtype", "where", "offset",
-                 "address", "read_at", "last_write", "pend", "srcs", "sink_ok")
+                 "address", "read_at", "last_write", "pend", "srcs", "sink_ok", "start", "end")
 
     def __init__(self, mem, nbytes, buffer, name, shape, dtype, where, address=None):
         self.mem, self.nbytes, self.buffer, self.where = mem, nbytes, buffer, where
@@ -84,6 +95,7 @@ class Rec:
         self.pend = None            # [(clock, source recs)] of the writes before the first read
         self.srcs = ()
         self.sink_ok = True
+        self.start = self.end = None    # live from / until in the schedule checked (check sets them)
 
     def use(self, write: bool = False) -> None:
         """The allocation is accessed by the current instruction: a read, or a write when
@@ -97,11 +109,17 @@ class Rec:
         if write or m.writing:
             self.last_write = c
             if self.read_at is None:
-                srcs = tuple([r for r in m.reads if r is not self]) if m.reads_clock == c else ()
+                srcs = [r for r in m.reads if r is not self] if m.reads_clock == c else []
                 if self.pend is None:
                     self.pend = [(c, srcs)]
                 else:
                     self.pend.append((c, srcs))
+                # the instruction's reads after this write are its sources too (a fast path
+                # takes its destination's view before reading its operands)
+                if m.wrote_clock != c:
+                    m.wrote_clock, m.wrote = c, [(self, srcs)]
+                else:
+                    m.wrote.append((self, srcs))
             return
         if self.read_at is None:
             self._first_read(c)
@@ -109,6 +127,10 @@ class Rec:
             m.reads_clock, m.reads = c, [self]
         else:
             m.reads.append(self)
+        if m.wrote_clock == c:
+            for w, srcs in m.wrote:
+                if w is not self:
+                    srcs.append(self)
 
     def _first_read(self, c) -> None:
         self.read_at = c
@@ -124,17 +146,24 @@ class Rec:
             self.srcs = tuple(seen)
             self.pend = None
 
-    def birth(self):
-        """The instruction clock the allocation is live from (see the module's lifetime model)."""
+    def birth(self, stretch: bool = False):
+        """The instruction clock the allocation is live from (see the module's lifetime model);
+        ``stretch``: a chain whose sources are dead at its first read is sunk too, and those
+        sources' ``end`` is stretched to that read (every ``end`` starts as ``last``)."""
         if self.born is None:
             return None
         if self.read_at is None:        # only written (and stored): one instant, its last access
             return self.last
         if self.sink_ok:
             read_at = self.read_at
-            for s in self.srcs:
-                if s.last < read_at:
-                    return self.born
+            dead = [s for s in self.srcs if s.last < read_at]
+            if not dead:
+                return read_at
+            if not stretch or self.buffer != "psum" or any(s.buffer != "sbuf" for s in dead):
+                return self.born
+            for s in dead:
+                if s.end < read_at:
+                    s.end = read_at
             return read_at
         return self.born
 
@@ -251,6 +280,7 @@ class CoreMemory:
         self.clock = 0
         self.writing = False            # the access being made is a write (access.write & co.)
         self.reads_clock, self.reads = -1, []   # on-chip reads of the instruction at reads_clock
+        self.wrote_clock, self.wrote = -1, []   # (rec, its write's sources) written before any read
         self.recs: list[Rec] = []
         self.pool = POOL if pooled else None    # fast path: recycled storage (fast_paths=False: none)
 
@@ -263,13 +293,29 @@ class CoreMemory:
 
     def check(self, record=None) -> None:
         """Sweep the allocations in order; raise (or pass to ``record``) a CapacityError for each
-        allocation that does not fit beside the allocations live when it was made."""
+        allocation that does not fit beside the allocations live when it was made, unless the
+        second schedule (dead sources stretched, see the module's Decisions) fits all of them."""
+        first: list = []
+        self._schedule(lambda e: first.append(e) or True, stretch=False)
+        if not first:
+            return
+        second: list = []
+        self._schedule(lambda e: second.append(e) or True, stretch=True)
+        if not second:
+            return
+        for error in first:
+            self._fail(error, record)
+
+    def _schedule(self, record, stretch: bool) -> None:
+        """One schedule's sweep: every error passed to ``record`` (which keeps it)."""
         t = self.target
         for r in self.recs:
-            r.born = r.birth()
+            r.end = r.last
+        for r in self.recs:
+            r.start = r.birth(stretch)
         for buffer in ("sbuf", "psum"):        # in birth order; a placed tensor never used is none
-            recs = sorted((r for r in self.recs if r.buffer == buffer and r.born is not None),
-                          key=lambda r: r.born)
+            recs = sorted((r for r in self.recs if r.buffer == buffer and r.start is not None),
+                          key=lambda r: r.start)
             if recs:
                 (self._sweep_sbuf if buffer == "sbuf" else self._sweep_psum)(recs, t, record)
 
@@ -306,7 +352,7 @@ class CoreMemory:
         pmax = t.pmax
         heappop, heappush = heapq.heappop, heapq.heappush
         for r in recs:
-            born = r.born
+            born = r.start
             while live and live[0][0] < born:
                 x = heappop(live)
                 used, mid, wide = used - x[3], mid - x[4], wide - x[5]
@@ -338,14 +384,14 @@ class CoreMemory:
                                   f"{_largest(x[2] for x in live)}", where=r.where),
                     record)
                 continue
-            heappush(live, (r.last, id(r), r, area, r_mid, r_wide))
+            heappush(live, (r.end, id(r), r, area, r_mid, r_wide))
             used, mid, wide = used + area, mid + r_mid, wide + r_wide
 
     def _sweep_psum(self, recs, t, record):
         bank, total = t.psum_bank_bytes, t.psum_partition_bytes
         live: list = []                                  # (last, id, rec) heap; rec.offset placed
         for r in recs:
-            while live and live[0][0] < r.born:
+            while live and live[0][0] < r.start:
                 heapq.heappop(live)
             if self._overlap(r, live, t, record):
                 continue
@@ -353,7 +399,7 @@ class CoreMemory:
             nbytes = max(align, -(-r.nbytes // align) * align)
             if r.address is not None:       # placed by the kernel (bounds checked at nl.ndarray)
                 r.offset = r.address[1]
-                heapq.heappush(live, (r.last, id(r), r))
+                heapq.heappush(live, (r.end, id(r), r))
                 continue
             start = _place(nbytes, bank, total, [(x[2].offset, x[2].offset + x[2].nbytes) for x in live])
             if start is None:
@@ -366,7 +412,7 @@ class CoreMemory:
                     record)
                 continue
             r.offset = start
-            heapq.heappush(live, (r.last, id(r), r))
+            heapq.heappush(live, (r.end, id(r), r))
 
 
 def _place(nbytes, bank, total, used):
