@@ -115,8 +115,14 @@ def valid_rows(view: IndirectTensor, op: str, skip: bool) -> np.ndarray:
     ok = (idx >= 0) & (idx < view.rows_in_base) & (lo >= 0) & (hi < view.base.storage.size)
     if not skip and not ok.all():
         w = int(np.flatnonzero(~ok)[0])
-        raise BoundsError(op, f"vector_offset index {int(idx[w])} at partition {w} is outside 0:"
+        err = BoundsError(op, f"vector_offset index {int(idx[w])} at partition {w} is outside 0:"
                               f"{view.rows_in_base} rows of {view.base._label()} (oob_mode=error)")
+        # the first element of the bad row, as an element index of the flattened base tensor
+        # (what the Beta-1 face reports as the documented IndexError, see runtime.beta1)
+        inside = 0 <= idx[w] < view.rows_in_base
+        err.element = int(start[w] if not inside else lo[w] if lo[w] < 0 else hi[w]) - view.base.offset
+        err.elements = view.base.size
+        raise err
     return ok
 
 

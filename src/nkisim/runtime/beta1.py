@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import state
 from ..config import Settings, normalize_target
-from ..errors import ArgumentError, ShapeError, UnsupportedError
+from ..errors import ArgumentError, BoundsError, ShapeError, UnsupportedError
 from . import launch as _launch
 from .kernel import Kernel
 
@@ -350,6 +350,14 @@ class Beta1Kernel(Kernel):
         return self.run(args, kwargs)
 
     def run(self, args, kwargs):
+        try:
+            return self._run(args, kwargs)
+        except BoundsError as err:
+            if getattr(err, "element", None) is None:
+                raise
+            raise documented_index_error(err) from err
+
+    def _run(self, args, kwargs):
         args, kwargs = _specs_as_arrays(args), {k: _specs_as_arrays(v) for k, v in kwargs.items()}
         grid = Grid(self.specs)
         settings = _settings(self.options)
@@ -380,6 +388,22 @@ class Beta1Kernel(Kernel):
 
 _JIT_OPTIONS = ("platform_target", "debug_kernel", "show_compiler_tb", "experimental_flags",
                 "additional_compile_opt", "artifacts_dir", "save_neff_name", "save_trace_name")
+
+
+def documented_index_error(err: BoundsError) -> IndexError:
+    """The plain ``IndexError`` the Beta-1 simulator documents for an out-of-bounds runtime index
+    of an indirect (index-tile) DMA access with ``oob_mode=error``.
+
+    Decision: the Beta-1 docs (2.26 ``nki.isa.dma_copy``, its example test) show the simulator
+    raising exactly ``IndexError`` (not a subclass) with NumPy's message over the flattened HBM
+    tensor: "index 66048 is out of bounds for axis 0 with size 65536" (the first element of the
+    first bad row). A Beta-1 launch raises that; the nkisim ``BoundsError`` (naming op, operand,
+    rule and kernel line) is its ``__cause__`` and its note. Beta-2 launches are unchanged:
+    they raise the ``BoundsError`` itself. Every other BoundsError passes through unchanged.
+    """
+    e = IndexError(f"index {err.element} is out of bounds for axis 0 with size {err.elements}")
+    e.add_note(f"nkisim: {err}")
+    return e
 
 
 def jit(func=None, mode: str = "auto", **kwargs):
@@ -448,4 +472,4 @@ def trace(func=None, **options):
 
 __all__ = ["NC", "SpmdDim", "nc", "spmd_dim", "Grid", "Program", "current_program", "program_id",
            "num_programs", "program_ndim", "shared_allocation", "Beta1Kernel", "jit", "baremetal",
-           "benchmark", "profile", "simulate_kernel", "trace", "MODES"]
+           "benchmark", "profile", "simulate_kernel", "trace", "MODES", "documented_index_error"]
