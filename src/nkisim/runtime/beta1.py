@@ -306,7 +306,14 @@ class Beta1Kernel(Kernel):
     (NumPy arrays or torch CPU tensors in, the same kind out); "benchmark" and "profile" simulate
     with the cost model (``runtime.profiling``). ``platform_target=`` ("trn1"/"trn2"/"trn3")
     picks the target, overriding NEURON_PLATFORM_TARGET_OVERRIDE.
+
+    Decision (pytest): a kernel is never a test item (``__test__ = False``), even when it is named
+    ``test_*`` at module level, as in the SDK's own ``test_nki_nl_broadcast.py``. A kernel is
+    a callable object, not a function; pytest would see the function through ``__wrapped__``
+    (kept for ``inspect``) and try to call it with fixtures named after the kernel's parameters.
     """
+
+    __test__ = False
 
     def __init__(self, func, grid=(), options=None, mode: str = "auto", profiling=None):
         super().__init__(func, (), options)
