@@ -45,7 +45,9 @@ class Beta1Op(_ops.Op):
             if len(args) == 2 and self.name in _tile._BINARY:
                 args = _partition_broadcast(*args)
             elif self.name in _REDUCTIONS and args:
-                args, kwargs = _trailing_axes(args, kwargs)
+                args, kwargs, shape = _any_axes(self.name, args, kwargs, mask)
+                r = _tile.call(self.name, *args, dtype=dtype, **kwargs)
+                return r if shape is None or r.shape == shape else r.reshape(shape)
             return _tile.call(self.name, *args, dtype=dtype, **kwargs)
 
     def __repr__(self):
@@ -55,24 +57,46 @@ class Beta1Op(_ops.Op):
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
 
 
-def _trailing_axes(args, kwargs):
-    """Beta-1 reductions take any free axes (``nl.sum(t, axis=[2, 4])``): the tile is first viewed
-    with its free dims permuted so the reduced ones come last (a view, no instruction)."""
+def _any_axes(name, args, kwargs, mask):
+    """Beta-1 reductions over any free axes (``nl.sum(t, axis=[2, 4])``): the arguments for the
+    Beta-2 reduction and the result shape to view its result as (None: as it comes).
+
+    Decision (the 2.26 docs contradict the 2.26 tutorials: ``nl.sum``/``nl.max``/... say the axes
+    "can only be the last contiguous dim(s) of the tile: [1], [1,2], [1,2,3], [1,2,3,4]", while
+    the average-pool tutorial and the indexing guide's pooling example reduce ``axis=[2, 4]`` of
+    a 5-D view): any set of free axes is accepted, with NumPy's meaning. The free dims are first
+    permuted (a view, no instruction) so the reduced ones come last, then one trailing-axes
+    reduction runs; ``keepdims=True`` puts the size-1 dims back where the reduced axes were (a
+    view of the result). The partition dim 0 still cannot be reduced (ShapeError). A ``mask=``
+    with non-trailing axes raises UnsupportedError (the mask's axes are the tile's, not the
+    permuted view's). ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
+    removed, as the 2.26 docs say ("the input tile's shape with the specified axes removed";
+    Beta 2's ``nl.var`` keeps them).
+    """
     x, rest = args[0], args[1:]
     axis = kwargs.get("axis", rest[0] if rest else None)
     if not isinstance(x, NkiTensor) or axis is None:
-        return args, kwargs
-    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        return args, kwargs, None
     n = x.ndim
-    if axes == list(range(n - len(axes), n)) or 0 in axes:
-        return args, kwargs
+    try:
+        axes = sorted({int(a) % n for a in (axis if isinstance(axis, (tuple, list)) else (axis,))})
+    except (TypeError, ValueError, ZeroDivisionError):
+        return args, kwargs, None                       # the Beta-2 reduction names the bad axis
+    if 0 in axes:
+        return args, kwargs, None
     keep = [d for d in range(n) if d not in axes]
-    if kwargs.get("keepdims"):
-        return args, kwargs            # keepdims keeps the dim order: no reorder possible
-    x = x.permute(tuple(keep + axes))
-    new_axis = list(range(len(keep), n))
+    removed = tuple(x.shape[d] for d in keep)
+    keepdims = bool(kwargs.get("keepdims")) and name != "var"
+    want = tuple(1 if d in axes else x.shape[d] for d in range(n)) if keepdims else removed
+    if axes == list(range(n - len(axes), n)):
+        return args, kwargs, want if name == "var" or keepdims else None
+    if mask is not None and mask is not True:
+        raise UnsupportedError(f"nl.{name}", f"a mask with reduction axes {list(axes)} that are not the "
+                                             f"trailing free dims of a {n}-D tile; reduce trailing axes "
+                                             f"(permute the tile's index expressions) or drop the mask")
     kwargs = {k: v for k, v in kwargs.items() if k != "axis"}
-    return (x, new_axis) + tuple(rest[1:]), kwargs
+    new_axis = list(range(len(keep), n))
+    return (x.permute(tuple(keep + axes)), new_axis) + tuple(rest[1:]), kwargs, want
 
 
 def _partition_broadcast(x, y):
