@@ -439,7 +439,10 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     restricted to its bounding box and the instruction's writes store only the elements it keeps
     (``access.keeping``); the elements of the box it drops are still read (Decision: the docs
     define masks as ranges; this serves ``nisa.affine_select``-style predicates). It raises
-    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction)."""
+    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction).
+    A gather / scatter view (``t[idx_tile, i_f]``) is restricted like a tensor: the rows it
+    keeps keep their index-tile entries (masked-off rows' indices are never read); under a
+    non-range mask the indirect DMA copies row by row, each row keeping its own elements."""
     if box.empty:
         return None
     roles = MASK_AXES.get(spec.api)
@@ -450,13 +453,14 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     for r in (*spec.reads, *spec.writes):
         i = spec.index[r]
         a = out[i]
-        if type(a) is not NkiTensor:
+        kind = type(a)
+        if kind is not NkiTensor and kind is not IndirectTensor:
             continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
         ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
-        if ranges is not None:
-            out[i] = _affine.restrict(a, ranges)
+        if ranges is not None:          # a gather / scatter view keeps the index rows it keeps
+            out[i] = _affine.restrict(a, ranges) if kind is NkiTensor else a.restrict(ranges, spec.api)
     return tuple(out)
 
 
