@@ -450,18 +450,34 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
         raise UnsupportedError(spec.api, "a mask that is not a range of each axis (e.g. i_f < i_p) on an "
                                          "instruction whose output axes are not its inputs'")
     out = list(args)
+    done = {}                           # id(operand) -> its restriction: one view per operand
     for r in (*spec.reads, *spec.writes):
         i = spec.index[r]
         a = out[i]
-        kind = type(a)
-        if kind is not NkiTensor and kind is not IndirectTensor:
-            continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
-        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
-        if ranges is not None:          # a gather / scatter view keeps the index rows it keeps
-            out[i] = _affine.restrict(a, ranges) if kind is NkiTensor else a.restrict(ranges, spec.api)
+        axes = roles.get(r) if roles else None
+        if type(a) in (list, tuple):    # a list of operands (dma_compute's srcs): each restricted
+            out[i] = type(a)(_restricted(spec, box, x, axes, done) for x in a)
+        else:
+            out[i] = _restricted(spec, box, a, axes, done)
     return tuple(out)
+
+
+def _restricted(spec: OpSpec, box, a, axes, done: dict):
+    """``a`` (a tensor or a gather / scatter view, else unchanged) restricted to the positions
+    ``box`` keeps; a gather / scatter view keeps the index rows it keeps. An operand passed
+    twice (dma_compute's dst among its srcs) gets the same view both times."""
+    kind = type(a)
+    if kind is not NkiTensor and kind is not IndirectTensor:
+        return a
+    hit = done.get(id(a))
+    if hit is not None:
+        return hit
+    ranges = _masks.axis_ranges(box, a.shape, axes)
+    v = a if ranges is None else _affine.restrict(a, ranges) if kind is NkiTensor else a.restrict(ranges, spec.api)
+    done[id(a)] = v
+    return v
 
 
 def _rules(spec: OpSpec, ins: Ins, args: tuple) -> Passed:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as _d
 from .. import state
+from .. import errors as _errors
 from ..errors import ArgumentError, UnsupportedError
 from .. import isa as _nisa
 from ..isa.dispatch import register_token_type
@@ -352,9 +353,29 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
         return _tile.copy(x, dtype=out_dtype)
 
 
+def atomic_rmw(dst, value, op, *, mask=None):
+    """``nl.atomic_rmw(dst, value, op, *, mask=None)``: ``dst = op(dst, value)`` on HBM, atomically;
+    ``op`` only np.add (nl.add), as documented (ArgumentError otherwise). ``dst``: an HBM view,
+    typically with indirect indices (``t[idx_tile, i_f]``; Decision: a plain HBM view is accepted
+    too, the same read-modify-write). ``value``: a tile of dst's element count or a scalar (filled
+    into an SBUF tile of dst's shape and dtype first, one memset); a PSUM tile is copied to SBUF
+    first. One Beta-2 ``nisa.dma_compute(dst, (value, dst), nl.add)``; an index tile that repeats a
+    row adds every duplicate (see ``beta1_isa.rmw_add``). Programs of an SPMD launch run one after
+    another, so their updates never interleave.
+    Source: aws-neuron-sdk 2.26 general/nki/api/nki/language/__init__.py (atomic_rmw)."""
+    opn = "nl.atomic_rmw"
+    if getattr(dst, "buffer", None) is None or getattr(dst, "on_chip", True):
+        raise _errors.MemorySpaceError(opn, f"dst must be an HBM tensor (with subscripts), got "
+                                            f"{getattr(dst, 'buffer', type(dst).__name__)}")
+    with masked(mask):
+        if not isinstance(value, NkiTensor):
+            value = _creation.full(dst.shape, value, dst.dtype, buffer=sbuf)
+        value = _to_sbuf(value)
+    _beta1_isa.rmw_add(opn, dst, value, op, _beta1_isa._oob(0, opn), mask)
+
+
 # ---- what Beta 1 documents but nkisim does not run ------------------------------------------------
 _MISSING = {
-    "atomic_rmw": "nisa.dma_compute(dst, (value, dst), nl.add) on the indexed rows",
     "all_reduce": "nki.collectives (all_reduce over ranks)",
     "gemm_grid": None, "gemm_stationary_grid": None,
     "finfo": "numpy.finfo / ml_dtypes.finfo of the dtype",
@@ -377,5 +398,5 @@ __all__ = sorted(set(TOKENS) | {
     "gather_flattened", "dropout", "device_print", "broadcast_to", "expand_dims", "ds", "rand",
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
     "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
-    "loop_reduce", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
+    "loop_reduce", "atomic_rmw", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
     "par_dim", "masked", "affine_range", "sequential_range", "static_range"})

@@ -491,13 +491,53 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
     """``nisa.dma_copy(*, dst, src, mask, dst_rmw_op=None, oob_mode, dge_mode)``: dst = src, or
     ``dst = dst_rmw_op(dst, src)`` (only np.add / nl.add), which is Beta-2
-    ``nisa.dma_compute(dst, (src, dst), nl.add)``."""
+    ``nisa.dma_compute(dst, (src, dst), nl.add)`` (see ``rmw_add`` for duplicate indices)."""
     op = "nisa.dma_copy"
+    if dst_rmw_op is not None:
+        return rmw_add(op, dst, src, dst_rmw_op, _oob(oob_mode, op), mask)
     with masked(mask):
-        if dst_rmw_op is not None:
-            _isa.dma_compute(dst, (src, dst), _tok(dst_rmw_op), oob_mode=_oob(oob_mode, op))
-        else:
-            _isa.dma_copy(dst, src, oob_mode=_oob(oob_mode, op), dge_mode=_dge(dge_mode, op))
+        _isa.dma_copy(dst, src, oob_mode=_oob(oob_mode, op), dge_mode=_dge(dge_mode, op))
+
+
+def rmw_add(op, dst, src, rmw_op, oob, mask):
+    """``dst = dst + src`` by DMA (Beta-1 ``dma_copy(dst_rmw_op=np.add)``, ``nl.atomic_rmw``): Beta-2
+    ``nisa.dma_compute(dst, (src, dst), nl.add)``; ``rmw_op`` must be np.add / nl.add.
+
+    Decision (duplicate rows of an index-tile scatter): the Beta-1 docs say "If duplicated
+    offsets are present, the compiler automatically adds synchronization to avoid hazards", and
+    ``atomic_rmw`` is atomic, so every duplicate adds: the rows are cut, in order, into
+    consecutive runs whose indices are unique, one dma_compute per run (a run ends where an index
+    repeats one already in it). Beta 2's dma_compute takes unique indices only. Duplicates under a
+    ``mask=`` raise UnsupportedError (the mask's grid is the whole view's, not a run's)."""
+    from ..isa.alu import op_name
+    name = op_name(_tok(rmw_op), op, "dst_rmw_op" if op == "nisa.dma_copy" else "op")
+    if name != "add":
+        raise ArgumentError(op, f"{'dst_rmw_op' if op == 'nisa.dma_copy' else 'op'} must be np.add (the only "
+                                f"one supported), got {name}")
+    from ..memory.indirect import IndirectTensor
+    runs = None
+    if type(dst) is IndirectTensor and isinstance(src, NkiTensor) and src.shape[:1] == dst.shape[:1]:
+        idx = dst.row_indices()
+        runs, start, seen = [], 0, set()
+        for w, row in enumerate(idx.tolist()):
+            if row in seen:
+                runs.append((start, w))
+                start, seen = w, set()
+            seen.add(row)
+        runs.append((start, len(idx)))
+        if len(runs) == 1:
+            runs = None
+        elif mask is not None and mask is not True:
+            raise UnsupportedError(op, f"a read-modify-write scatter whose index tile repeats a row "
+                                       f"(row {int(idx[runs[1][0]])}) under a mask; drop the mask or make "
+                                       f"the indices unique")
+    if runs is None:
+        with masked(mask):
+            _isa.dma_compute(dst, (src, dst), _tok(np.add), oob_mode=oob)
+        return
+    for a, b in runs:
+        part = dst.restrict(((a, b),), op)
+        _isa.dma_compute(part, (src[a:b], part), _tok(np.add), oob_mode=oob)
 
 
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
