@@ -26,6 +26,7 @@ import numpy as np
 from .. import state
 from ..config import Settings, normalize_target
 from ..errors import ArgumentError, BoundsError, ShapeError, UnsupportedError
+from ..checks import races as _races
 from . import launch as _launch
 from .kernel import Kernel
 
@@ -263,19 +264,39 @@ def _body(func, grid: Grid):
     user = _launch._with_keywords(func)
     shared: list = []
 
+    every = list(itertools.product(*map(range, grid.dims)))
+    position = {ix: k for k, ix in enumerate(every)}
+
     @functools.wraps(func)
     def programs(*args, **kwargs):
         core = state.core("nki.jit")
+        races = _program_races(core, every)
         result = None
         prev = core.extras.get(PROGRAM_KEY)
         try:
             for ix in grid.programs(core.core_id):
                 core.extras[PROGRAM_KEY] = Program(ix, grid.dims, shared)
+                core.extras[_races.PROGRAM_POS] = position[ix]
                 result = user(*args, **kwargs)
+                if races is not None:
+                    races.end_program(position[ix])
         finally:
             core.extras[PROGRAM_KEY] = prev
+            core.extras.pop(_races.PROGRAM_POS, None)
         return _on_chip_values(result)
     return programs
+
+
+def _program_races(core, every: list):
+    """The launch's ``ProgramRaces`` (made by the first core) when races are detected and the grid
+    has two or more programs; else None."""
+    launch = core.launch
+    if not launch.settings.detect_races or len(every) < 2:
+        return None
+    with launch.lock:
+        if launch.program_races is None:
+            launch.program_races = _races.ProgramRaces([ix if len(ix) > 1 else ix[0] for ix in every])
+    return launch.program_races
 
 
 def _on_chip_values(value):
