@@ -1,4 +1,4 @@
-"""Beta-1 masks on gather / scatter views (``t[idx_tile, i_f]`` with a runtime index tile):
+"""Beta-1 gather / scatter views: masks on them (``t[idx_tile, i_f]`` with a runtime index tile):
 masked-off rows are neither read (their indices may be out of bounds) nor written; a masked
 free range narrows every row. References: NumPy fancy indexing."""
 import numpy as np
@@ -100,3 +100,21 @@ def test_a_non_range_mask_on_a_scatter_writes_exactly_its_elements():
     for r, c in zip(*np.nonzero(keep)):
         want[idx[r, 0], c] = src[r, c]
     np.testing.assert_array_equal(table, want)
+
+
+def test_dma_transpose_of_a_gather_view_takes_the_base_dtype():
+    src = np.arange(16 * 2 * 8).reshape(16, 2, 8).astype(np.uint16)
+    idx = np.array([5, 0, 9, 3], np.uint32).reshape(4, 1)
+
+    @nki.jit(mode="simulation", platform_target="trn2")
+    def k(src, idx):
+        it = nl.load(idx)
+        iy, iz = nl.arange(2)[None, :, None], nl.arange(8)[None, None, :]
+        t = nisa.dma_transpose(src[it, iy, iz], axes=(2, 1, 0))
+        out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+
+    got = nki.simulate_kernel(k, src, idx)
+    assert got.dtype == np.uint16
+    np.testing.assert_array_equal(got, np.transpose(src[idx[:, 0]], (2, 1, 0)))

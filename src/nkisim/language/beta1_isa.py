@@ -117,6 +117,8 @@ def _dt(dtype, *inputs):
     tiles = [x for x in inputs if isinstance(x, NkiTensor)]
     if len(tiles) >= 2:
         return _tile.promote(tiles[0], tiles[1])
+    if not tiles:                       # a gather view (t[idx_tile, ...]) has its base's dtype
+        return inputs[0].dtype
     return tiles[0].dtype
 
 
