@@ -103,8 +103,8 @@ def test_a_non_range_mask_on_a_scatter_writes_exactly_its_elements():
 
 
 def test_dma_transpose_of_a_gather_view_takes_the_base_dtype():
-    src = np.arange(16 * 2 * 8).reshape(16, 2, 8).astype(np.uint16)
-    idx = np.array([5, 0, 9, 3], np.uint32).reshape(4, 1)
+    src = np.arange(40 * 2 * 8).reshape(40, 2, 8).astype(np.uint16)
+    idx = RNG.permutation(40)[:16].astype(np.uint32).reshape(16, 1)     # 16 rows: the indirect unit
 
     @nki.jit(mode="simulation", platform_target="trn2")
     def k(src, idx):
