@@ -226,6 +226,31 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     return dst
 
 
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """``r = nisa.tensor_copy_dynamic_src(src, *, mask, dtype, engine)``: a new SBUF tile holding
+    src, a tile indexed at a dynamic offset within each partition (``t[i_p, offs[0, k] + i_f]``,
+    the offset a one-element integer SBUF tile: ``memory.affine.dynamic_scalar``). One Beta-2
+    ``nisa.tensor_copy`` of that view (Beta 2 spells the offset ``.ap(scalar_offset=...)``)."""
+    _no_kwargs("nisa.tensor_copy_dynamic_src", kwargs)
+    with masked(mask):
+        dst = _new(src.shape, _dt(dtype, src))
+        _isa.tensor_copy(dst, src, engine=_engine(engine, "nisa.tensor_copy_dynamic_src"))
+    return dst
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """``nisa.tensor_copy_dynamic_dst(*, dst, src, mask, dtype, engine)``: dst (a tile indexed at a
+    dynamic offset within each partition, as for ``tensor_copy_dynamic_src``) = src, one Beta-2
+    ``nisa.tensor_copy``. Decision: the output dtype is dst's; a different ``dtype=`` raises
+    ArgumentError (the instruction writes dst, it cannot cast into another type)."""
+    _no_kwargs("nisa.tensor_copy_dynamic_dst", kwargs)
+    op = "nisa.tensor_copy_dynamic_dst"
+    if dtype is not None and np.dtype(dtype) != np.dtype(dst.dtype):
+        raise ArgumentError(op, f"dtype {_d.name(dtype)} differs from dst dtype {_d.name(dst.dtype)}")
+    with masked(mask):
+        _isa.tensor_copy(dst, src, engine=_engine(engine, op))
+
+
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
     """``nisa.tensor_copy_predicated(*, src, dst, predicate, reverse_pred, mask)``: writes dst."""
     _no_kwargs("nisa.tensor_copy_predicated", kwargs)
@@ -578,8 +603,6 @@ def get_nc_version():
 
 # ---- documented Beta-1 ops that do not run -----------------------------------------------------
 _MISSING = {
-    "tensor_copy_dynamic_src": "index the source with .ap(scalar_offset=...) / a register and nisa.tensor_copy",
-    "tensor_copy_dynamic_dst": "index the destination with .ap(scalar_offset=...) / a register and nisa.tensor_copy",
     "builtin_custom_op": None,
 }
 
@@ -600,7 +623,8 @@ __all__ = sorted({
     "engine", "dge_mode", "oob_mode", "reduce_cmd", "nc_version", "dma_engine", "fp32", "tensor_engine",
     "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine", "activation", "activation_reduce",
     "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "tensor_scalar_reduce", "tensor_tensor_scan",
-    "reciprocal", "dropout", "tensor_copy", "tensor_copy_predicated", "memset", "tensor_reduce",
+    "reciprocal", "dropout", "tensor_copy", "tensor_copy_predicated", "tensor_copy_dynamic_src",
+    "tensor_copy_dynamic_dst", "memset", "tensor_reduce",
     "tensor_partition_reduce", "bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8",
     "range_select", "select_reduce", "sequence_bounds", "iota", "affine_select", "nc_matmul", "nc_transpose",
     "nc_stream_shuffle", "dma_copy", "dma_transpose", "local_gather", "get_nc_version"} | set(_MISSING))
