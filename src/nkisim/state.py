@@ -28,6 +28,7 @@ class LaunchState:
         self.sync = None                       # runtime.launch.Rendezvous under LNC2
         self.shared_watch = None               # LNC2: alloc.watch of shared_hbm allocations (turns, races)
         self.shared_races = None               # checks.races.SharedRaces under LNC2 + detect_races
+        self.program_races = None              # checks.races.ProgramRaces: Beta-1 SPMD grid + detect_races
         self.findings: list = []               # NkiErrors recorded when settings.findings == "all"
         self.recording = None                  # trace.Recording active when the launch started
         self.core_events: list = []            # one event list per core (while recording)

@@ -186,9 +186,10 @@ def test_undocumented_ops_raise_unsupported_naming_beta2():
 
     @nki.jit(mode="simulation")
     def k(x):
-        nisa.tensor_copy_dynamic_src(nl.load(x))
+        nisa.builtin_custom_op("f", "lib", 1, 1, [nl.load(x)], [])
 
-    with pytest.raises(UnsupportedError, match=r"^nisa\.tensor_copy_dynamic_src: is a Beta 1 .* in Beta 2: "):
+    with pytest.raises(UnsupportedError, match=r"^nisa\.builtin_custom_op: is a Beta 1 \(neuronxcc\.nki\.isa\) op "
+                                               r"nkisim does not simulate \("):
         run(k, x)
 
 

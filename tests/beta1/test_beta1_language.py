@@ -136,8 +136,6 @@ def test_operator_tokens_are_usable_as_op():
 
 
 def test_documented_but_missing_names_raise_unsupported():
-    with pytest.raises(UnsupportedError, match=r"^nl\.atomic_rmw: is a Beta 1 .*in Beta 2 use nisa\.dma_compute"):
-        nl.atomic_rmw
     with pytest.raises(UnsupportedError, match=r"^nl\.all_reduce: "):
         nl.all_reduce
     with pytest.raises(AttributeError, match="has no attribute 'no_such_thing'"):

@@ -228,8 +228,6 @@ def test_mask_ranges_of_random_affine_comparisons_match_numpy():
 
 
 @pytest.mark.parametrize("build, message", [
-    (lambda i_p, i_f: (i_p < 3) | (i_f < 2), "a union of comparisons is not a range of each axis"),
-    (lambda i_p, i_f: ~((i_p < 3) & (i_f < 2)), "only a single comparison can be negated"),
     (lambda i_p, i_f: 5, "a mask is a predicate over nl.arange / nl.mgrid index expressions"),
 ])
 def test_masks_that_are_not_ranges_raise(build, message):

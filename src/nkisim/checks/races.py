@@ -66,6 +66,7 @@ _NONE = -1
 _MARK = np.int32               # iteration positions / epochs
 _LOG_MAX = 512                 # logged accesses per allocation before they are applied
 _MAX_INTERVALS = 4096          # past this an interval summary collapses to its hull
+PROGRAM_POS = "program_pos"    # core.extras key: the running Beta-1 program's position in its grid
 
 
 def span(t) -> tuple[int, int] | None:
@@ -362,6 +363,95 @@ class SharedRaces:
                                 f"that core {other} {what} ({line}) with no core_barrier between")
 
 
+class _ProgramTrack:
+    """One HBM allocation in a Beta-1 grid launch: per element the position of the program that
+    last wrote it (``writer``) and whether nothing has read it since (``fresh``)."""
+    __slots__ = ("alloc", "writer", "fresh")
+
+    def __init__(self, alloc):
+        n = alloc.storage.size
+        self.alloc = alloc
+        self.writer, self.fresh = np.full(n, _NONE, _MARK), np.zeros(n, np.bool_)
+
+
+class ProgramRaces:
+    """Races between the SPMD programs of one Beta-1 launch (``kernel[g0, g1, ...]`` with
+    ``detect_races``).
+
+    Decision: the programs of a grid run in parallel on hardware, in no defined order (the
+    Beta-1 programming model: "SPMD ... kernel instances"), while nkisim runs them one after
+    another. A program that overwrites HBM elements another program wrote, that nothing has read
+    since, with different values is a write-write race: which value survives depends on the
+    order. Checked like the lost writes of affine_range iterations (``LoopScope``): any read
+    consumes the values (a read-modify-write such as ``nl.atomic_rmw`` or ``dst_rmw_op`` reads
+    first, so it never races), accumulating writes are not checked, and writing the value already
+    there is benign. Values are compared when the writing program ends (a program's final value
+    of an element is the one it wrote); the RaceError names the op, operand and line of the
+    overwriting write and the line of the first program's write. Reads of another program's
+    results are not reported (as in loops). Only HBM is tracked: on-chip tiles are per program.
+    """
+
+    def __init__(self, labels: list):
+        self.labels = labels            # program position -> grid index (for messages)
+        self.lock = threading.Lock()
+        self.tracks: dict = {}          # id(alloc) -> _ProgramTrack
+        self.lines: dict = {}           # (id(alloc), position) -> the program's first write line
+        self.pending: dict = {}         # position -> [(view, candidates, old raw values, writers, op, operand, line)]
+
+    def record(self, t, kind: str, accumulation: bool, pos) -> None:
+        alloc = t.alloc
+        if pos is None or alloc.buffer not in HBM or t.storage is not alloc.storage or span(t) is None:
+            return
+        with self.lock:
+            tr = self.tracks.get(id(alloc))      # (also keeps the allocation, so its id, alive)
+            if tr is None:
+                if kind == "r":
+                    return
+                tr = self.tracks[id(alloc)] = _ProgramTrack(alloc)
+            fresh = marks_view(tr.fresh, t)
+            if kind == "r":
+                fresh[...] = False
+                return
+            writer = marks_view(tr.writer, t)
+            if not accumulation:
+                cand = (writer != _NONE) & (writer != pos) & fresh
+                if cand.any():
+                    op, operand = accessor(t, "w")
+                    self.pending.setdefault(pos, []).append(
+                        (t, cand.copy(), np.array(t.np(), copy=True), writer.copy(), op, operand,
+                         kernel_location()))
+            writer[...] = pos
+            fresh[...] = True
+            key = (id(alloc), pos)
+            if key not in self.lines:
+                self.lines[key] = kernel_location()
+
+    def end_program(self, pos) -> None:
+        """Compare the values program ``pos`` left with those it overwrote (raises RaceError)."""
+        with self.lock:
+            checks = self.pending.pop(pos, ())
+        for t, cand, old, writers, op, operand, line in checks:
+            new = t.np()
+            a = np.ascontiguousarray(old)
+            b = np.ascontiguousarray(new)
+            if a.dtype.itemsize in (1, 2, 4, 8):     # bit patterns: a NaN equals itself
+                u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+                a, b = a.view(u), b.view(u)
+            differ = cand & (a != b)
+            if differ.any():
+                first = int(writers[differ][0])
+                alloc = t.alloc
+                name = f"'{alloc.name}' " if alloc.name else ""
+                other_line = self.lines.get((id(alloc), first), "?")
+                raise RaceError(op, f"{operand} writes {int(differ.sum())} element(s) of {t.buffer} tensor "
+                                    f"{name}{alloc.shape} {_dt.name(t.dtype)} in SPMD program "
+                                    f"{self.labels[pos]} that program {self.labels[first]} wrote "
+                                    f"({other_line}) with different values, and nothing read them since: "
+                                    f"the programs of a launch run in parallel, in no order, so which "
+                                    f"value survives is undefined; give each program its own elements",
+                                where=line)
+
+
 def watch_access(t, kind: str, accumulation: bool) -> None:
     """The per-allocation hook: record one read ("r") or write ("w"; ``accumulation``: it adds to
     the old values) in every running affine loop of the calling core and, under LNC2, in the
@@ -372,6 +462,9 @@ def watch_access(t, kind: str, accumulation: bool) -> None:
     for scope in core.loops:
         scope.record(t, kind, accumulation)
     launch = core.launch
+    programs = launch.program_races
+    if programs is not None:
+        programs.record(t, kind, accumulation, core.extras.get(PROGRAM_POS))
     if launch.lnc > 1 and str(t.alloc.buffer) == "shared_hbm":
         if launch.shared_races is None:
             with launch.lock:
@@ -380,4 +473,4 @@ def watch_access(t, kind: str, accumulation: bool) -> None:
         launch.shared_races.record(t, kind, core.core_id, launch.sync.rounds[core.core_id])
 
 
-__all__ = ["Intervals", "LoopScope", "SharedRaces", "columns", "marks_view", "span", "watch_access"]
+__all__ = ["Intervals", "LoopScope", "SharedRaces", "ProgramRaces", "PROGRAM_POS", "columns", "marks_view", "span", "watch_access"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import state
 from ..checks import rules
 from ..errors import ArgumentError, DtypeError, ShapeError, UnsupportedError
 from ..memory.access import copy_deferred, held, hoisted, read_f32, read_raw, write
@@ -152,13 +153,22 @@ def _copy_rows(ins, dst, src, scatter, skip):
 
 
 def _rows_one_by_one(ind, plain, ok, idx, scatter, same, op):
-    for w in np.flatnonzero(ok):
-        part = plain[w:w + 1]
-        base_row = ind.row_view(int(idx[w]), op)
-        if scatter:
-            write(base_row, read_raw(part) if same else read_f32(part))
-        else:
-            write(part, read_raw(base_row) if same else read_f32(base_row))
+    core = state.current.get()
+    keep = None if core is None else core.keep
+    grid = None if keep is None else np.broadcast_to(keep, ind.shape)
+    try:
+        for w in np.flatnonzero(ok):
+            part = plain[w:w + 1]
+            base_row = ind.row_view(int(idx[w]), op)
+            if grid is not None:        # a non-range Beta-1 mask: row w keeps its own elements
+                core.keep = grid[w].reshape(base_row.shape) if scatter else grid[w:w + 1]
+            if scatter:
+                write(base_row, read_raw(part) if same else read_f32(part))
+            else:
+                write(part, read_raw(base_row) if same else read_f32(base_row))
+    finally:
+        if grid is not None:
+            core.keep = keep
 
 
 def _can_gather_at_once(ins, ind) -> bool:
@@ -168,7 +178,7 @@ def _can_gather_at_once(ins, ind) -> bool:
     copy or dynamic offset, and no access hook but the LNC2 shared-HBM turn (no race detection,
     no strict uninitialised reads)."""
     core = ins.core
-    if not core.fast:
+    if not core.fast or core.keep is not None:      # a non-range mask: row by row
         return False
     s = core.settings
     if s.detect_races or s.uninitialized_reads == "raise":

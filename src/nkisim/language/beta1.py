@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import dtypes as _d
 from .. import state
+from .. import errors as _errors
 from ..errors import ArgumentError, UnsupportedError
 from .. import isa as _nisa
 from ..isa.dispatch import register_token_type
@@ -45,7 +46,9 @@ class Beta1Op(_ops.Op):
             if len(args) == 2 and self.name in _tile._BINARY:
                 args = _partition_broadcast(*args)
             elif self.name in _REDUCTIONS and args:
-                args, kwargs = _trailing_axes(args, kwargs)
+                args, kwargs, shape = _any_axes(self.name, args, kwargs, mask)
+                r = _tile.call(self.name, *args, dtype=dtype, **kwargs)
+                return r if shape is None or r.shape == shape else r.reshape(shape)
             return _tile.call(self.name, *args, dtype=dtype, **kwargs)
 
     def __repr__(self):
@@ -55,24 +58,46 @@ class Beta1Op(_ops.Op):
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
 
 
-def _trailing_axes(args, kwargs):
-    """Beta-1 reductions take any free axes (``nl.sum(t, axis=[2, 4])``): the tile is first viewed
-    with its free dims permuted so the reduced ones come last (a view, no instruction)."""
+def _any_axes(name, args, kwargs, mask):
+    """Beta-1 reductions over any free axes (``nl.sum(t, axis=[2, 4])``): the arguments for the
+    Beta-2 reduction and the result shape to view its result as (None: as it comes).
+
+    Decision (the 2.26 docs contradict the 2.26 tutorials: ``nl.sum``/``nl.max``/... say the axes
+    "can only be the last contiguous dim(s) of the tile: [1], [1,2], [1,2,3], [1,2,3,4]", while
+    the average-pool tutorial and the indexing guide's pooling example reduce ``axis=[2, 4]`` of
+    a 5-D view): any set of free axes is accepted, with NumPy's meaning. The free dims are first
+    permuted (a view, no instruction) so the reduced ones come last, then one trailing-axes
+    reduction runs; ``keepdims=True`` puts the size-1 dims back where the reduced axes were (a
+    view of the result). The partition dim 0 still cannot be reduced (ShapeError). A ``mask=``
+    with non-trailing axes raises UnsupportedError (the mask's axes are the tile's, not the
+    permuted view's). ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
+    removed, as the 2.26 docs say ("the input tile's shape with the specified axes removed";
+    Beta 2's ``nl.var`` keeps them).
+    """
     x, rest = args[0], args[1:]
     axis = kwargs.get("axis", rest[0] if rest else None)
     if not isinstance(x, NkiTensor) or axis is None:
-        return args, kwargs
-    axes = sorted(a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        return args, kwargs, None
     n = x.ndim
-    if axes == list(range(n - len(axes), n)) or 0 in axes:
-        return args, kwargs
+    try:
+        axes = sorted({int(a) % n for a in (axis if isinstance(axis, (tuple, list)) else (axis,))})
+    except (TypeError, ValueError, ZeroDivisionError):
+        return args, kwargs, None                       # the Beta-2 reduction names the bad axis
+    if 0 in axes:
+        return args, kwargs, None
     keep = [d for d in range(n) if d not in axes]
-    if kwargs.get("keepdims"):
-        return args, kwargs            # keepdims keeps the dim order: no reorder possible
-    x = x.permute(tuple(keep + axes))
-    new_axis = list(range(len(keep), n))
+    removed = tuple(x.shape[d] for d in keep)
+    keepdims = bool(kwargs.get("keepdims")) and name != "var"
+    want = tuple(1 if d in axes else x.shape[d] for d in range(n)) if keepdims else removed
+    if axes == list(range(n - len(axes), n)):
+        return args, kwargs, want if name == "var" or keepdims else None
+    if mask is not None and mask is not True:
+        raise UnsupportedError(f"nl.{name}", f"a mask with reduction axes {list(axes)} that are not the "
+                                             f"trailing free dims of a {n}-D tile; reduce trailing axes "
+                                             f"(permute the tile's index expressions) or drop the mask")
     kwargs = {k: v for k, v in kwargs.items() if k != "axis"}
-    return (x, new_axis) + tuple(rest[1:]), kwargs
+    new_axis = list(range(len(keep), n))
+    return (x.permute(tuple(keep + axes)), new_axis) + tuple(rest[1:]), kwargs, want
 
 
 def _partition_broadcast(x, y):
@@ -328,9 +353,29 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
         return _tile.copy(x, dtype=out_dtype)
 
 
+def atomic_rmw(dst, value, op, *, mask=None):
+    """``nl.atomic_rmw(dst, value, op, *, mask=None)``: ``dst = op(dst, value)`` on HBM, atomically;
+    ``op`` only np.add (nl.add), as documented (ArgumentError otherwise). ``dst``: an HBM view,
+    typically with indirect indices (``t[idx_tile, i_f]``; Decision: a plain HBM view is accepted
+    too, the same read-modify-write). ``value``: a tile of dst's element count or a scalar (filled
+    into an SBUF tile of dst's shape and dtype first, one memset); a PSUM tile is copied to SBUF
+    first. One Beta-2 ``nisa.dma_compute(dst, (value, dst), nl.add)``; an index tile that repeats a
+    row adds every duplicate (see ``beta1_isa.rmw_add``). Programs of an SPMD launch run one after
+    another, so their updates never interleave.
+    Source: aws-neuron-sdk 2.26 general/nki/api/nki/language/__init__.py (atomic_rmw)."""
+    opn = "nl.atomic_rmw"
+    if getattr(dst, "buffer", None) is None or getattr(dst, "on_chip", True):
+        raise _errors.MemorySpaceError(opn, f"dst must be an HBM tensor (with subscripts), got "
+                                            f"{getattr(dst, 'buffer', type(dst).__name__)}")
+    with masked(mask):
+        if not isinstance(value, NkiTensor):
+            value = _creation.full(dst.shape, value, dst.dtype, buffer=sbuf)
+        value = _to_sbuf(value)
+    _beta1_isa.rmw_add(opn, dst, value, op, _beta1_isa._oob(0, opn), mask)
+
+
 # ---- what Beta 1 documents but nkisim does not run ------------------------------------------------
 _MISSING = {
-    "atomic_rmw": "nisa.dma_compute(dst, (value, dst), nl.add) on the indexed rows",
     "all_reduce": "nki.collectives (all_reduce over ranks)",
     "gemm_grid": None, "gemm_stationary_grid": None,
     "finfo": "numpy.finfo / ml_dtypes.finfo of the dtype",
@@ -353,5 +398,5 @@ __all__ = sorted(set(TOKENS) | {
     "gather_flattened", "dropout", "device_print", "broadcast_to", "expand_dims", "ds", "rand",
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
     "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
-    "loop_reduce", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
+    "loop_reduce", "atomic_rmw", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
     "par_dim", "masked", "affine_range", "sequential_range", "static_range"})

@@ -117,6 +117,8 @@ def _dt(dtype, *inputs):
     tiles = [x for x in inputs if isinstance(x, NkiTensor)]
     if len(tiles) >= 2:
         return _tile.promote(tiles[0], tiles[1])
+    if not tiles:                       # a gather view (t[idx_tile, ...]) has its base's dtype
+        return inputs[0].dtype
     return tiles[0].dtype
 
 
@@ -222,6 +224,31 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
         dst = _new(src.shape, _dt(dtype, src))
         _isa.tensor_copy(dst, src, engine=_engine(engine, "nisa.tensor_copy"))
     return dst
+
+
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """``r = nisa.tensor_copy_dynamic_src(src, *, mask, dtype, engine)``: a new SBUF tile holding
+    src, a tile indexed at a dynamic offset within each partition (``t[i_p, offs[0, k] + i_f]``,
+    the offset a one-element integer SBUF tile: ``memory.affine.dynamic_scalar``). One Beta-2
+    ``nisa.tensor_copy`` of that view (Beta 2 spells the offset ``.ap(scalar_offset=...)``)."""
+    _no_kwargs("nisa.tensor_copy_dynamic_src", kwargs)
+    with masked(mask):
+        dst = _new(src.shape, _dt(dtype, src))
+        _isa.tensor_copy(dst, src, engine=_engine(engine, "nisa.tensor_copy_dynamic_src"))
+    return dst
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """``nisa.tensor_copy_dynamic_dst(*, dst, src, mask, dtype, engine)``: dst (a tile indexed at a
+    dynamic offset within each partition, as for ``tensor_copy_dynamic_src``) = src, one Beta-2
+    ``nisa.tensor_copy``. Decision: the output dtype is dst's; a different ``dtype=`` raises
+    ArgumentError (the instruction writes dst, it cannot cast into another type)."""
+    _no_kwargs("nisa.tensor_copy_dynamic_dst", kwargs)
+    op = "nisa.tensor_copy_dynamic_dst"
+    if dtype is not None and np.dtype(dtype) != np.dtype(dst.dtype):
+        raise ArgumentError(op, f"dtype {_d.name(dtype)} differs from dst dtype {_d.name(dst.dtype)}")
+    with masked(mask):
+        _isa.tensor_copy(dst, src, engine=_engine(engine, op))
 
 
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
@@ -491,13 +518,53 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
     """``nisa.dma_copy(*, dst, src, mask, dst_rmw_op=None, oob_mode, dge_mode)``: dst = src, or
     ``dst = dst_rmw_op(dst, src)`` (only np.add / nl.add), which is Beta-2
-    ``nisa.dma_compute(dst, (src, dst), nl.add)``."""
+    ``nisa.dma_compute(dst, (src, dst), nl.add)`` (see ``rmw_add`` for duplicate indices)."""
     op = "nisa.dma_copy"
+    if dst_rmw_op is not None:
+        return rmw_add(op, dst, src, dst_rmw_op, _oob(oob_mode, op), mask)
     with masked(mask):
-        if dst_rmw_op is not None:
-            _isa.dma_compute(dst, (src, dst), _tok(dst_rmw_op), oob_mode=_oob(oob_mode, op))
-        else:
-            _isa.dma_copy(dst, src, oob_mode=_oob(oob_mode, op), dge_mode=_dge(dge_mode, op))
+        _isa.dma_copy(dst, src, oob_mode=_oob(oob_mode, op), dge_mode=_dge(dge_mode, op))
+
+
+def rmw_add(op, dst, src, rmw_op, oob, mask):
+    """``dst = dst + src`` by DMA (Beta-1 ``dma_copy(dst_rmw_op=np.add)``, ``nl.atomic_rmw``): Beta-2
+    ``nisa.dma_compute(dst, (src, dst), nl.add)``; ``rmw_op`` must be np.add / nl.add.
+
+    Decision (duplicate rows of an index-tile scatter): the Beta-1 docs say "If duplicated
+    offsets are present, the compiler automatically adds synchronization to avoid hazards", and
+    ``atomic_rmw`` is atomic, so every duplicate adds: the rows are cut, in order, into
+    consecutive runs whose indices are unique, one dma_compute per run (a run ends where an index
+    repeats one already in it). Beta 2's dma_compute takes unique indices only. Duplicates under a
+    ``mask=`` raise UnsupportedError (the mask's grid is the whole view's, not a run's)."""
+    from ..isa.alu import op_name
+    name = op_name(_tok(rmw_op), op, "dst_rmw_op" if op == "nisa.dma_copy" else "op")
+    if name != "add":
+        raise ArgumentError(op, f"{'dst_rmw_op' if op == 'nisa.dma_copy' else 'op'} must be np.add (the only "
+                                f"one supported), got {name}")
+    from ..memory.indirect import IndirectTensor
+    runs = None
+    if type(dst) is IndirectTensor and isinstance(src, NkiTensor) and src.shape[:1] == dst.shape[:1]:
+        idx = dst.row_indices()
+        runs, start, seen = [], 0, set()
+        for w, row in enumerate(idx.tolist()):
+            if row in seen:
+                runs.append((start, w))
+                start, seen = w, set()
+            seen.add(row)
+        runs.append((start, len(idx)))
+        if len(runs) == 1:
+            runs = None
+        elif mask is not None and mask is not True:
+            raise UnsupportedError(op, f"a read-modify-write scatter whose index tile repeats a row "
+                                       f"(row {int(idx[runs[1][0]])}) under a mask; drop the mask or make "
+                                       f"the indices unique")
+    if runs is None:
+        with masked(mask):
+            _isa.dma_compute(dst, (src, dst), _tok(np.add), oob_mode=oob)
+        return
+    for a, b in runs:
+        part = dst.restrict(((a, b),), op)
+        _isa.dma_compute(part, (src[a:b], part), _tok(np.add), oob_mode=oob)
 
 
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown, **kwargs):
@@ -536,8 +603,6 @@ def get_nc_version():
 
 # ---- documented Beta-1 ops that do not run -----------------------------------------------------
 _MISSING = {
-    "tensor_copy_dynamic_src": "index the source with .ap(scalar_offset=...) / a register and nisa.tensor_copy",
-    "tensor_copy_dynamic_dst": "index the destination with .ap(scalar_offset=...) / a register and nisa.tensor_copy",
     "builtin_custom_op": None,
 }
 
@@ -558,7 +623,8 @@ __all__ = sorted({
     "engine", "dge_mode", "oob_mode", "reduce_cmd", "nc_version", "dma_engine", "fp32", "tensor_engine",
     "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine", "activation", "activation_reduce",
     "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "tensor_scalar_reduce", "tensor_tensor_scan",
-    "reciprocal", "dropout", "tensor_copy", "tensor_copy_predicated", "memset", "tensor_reduce",
+    "reciprocal", "dropout", "tensor_copy", "tensor_copy_predicated", "tensor_copy_dynamic_src",
+    "tensor_copy_dynamic_dst", "memset", "tensor_reduce",
     "tensor_partition_reduce", "bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8",
     "range_select", "select_reduce", "sequence_bounds", "iota", "affine_select", "nc_matmul", "nc_transpose",
     "nc_stream_shuffle", "dma_copy", "dma_transpose", "local_gather", "get_nc_version"} | set(_MISSING))

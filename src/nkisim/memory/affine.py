@@ -32,6 +32,28 @@ def _int(value, what):
                                      f"of nl.arange / nl.mgrid are index expressions)") from None
 
 
+def dynamic_scalar(value, what: str) -> int | None:
+    """The runtime value of a one-element integer SBUF tile used in a Beta-1 index
+    (``src[i_p, offsets[0, k] + i_f]``, ``src[i_p, offsets[0, k], i_z]``: the "dynamic offset
+    ... a scalar value resided in SBUF" of ``nisa.tensor_copy_dynamic_src`` / ``_dst``); None
+    for anything that is not a tensor.
+    Decision: the simulation is eager, so the offset is read when the index is built (the
+    value the tile holds then; the instruction that uses the view follows at once); an offset
+    reaching outside the dim makes the view out of bounds, and the instruction raises
+    BoundsError, as for any index expression. Raises UnsupportedError for a tensor that is not a
+    one-element integer SBUF tile."""
+    from .tensor import NkiTensor
+    if not isinstance(value, NkiTensor):
+        return None
+    from .. import dtypes as _dt
+    from .buffers import sbuf
+    if value.size != 1 or value.buffer is not sbuf or not _dt.name(value.dtype).startswith(("int", "uint")):
+        raise UnsupportedError(what, f"a tensor in an index must be a one-element integer SBUF tile (a "
+                                     f"dynamic offset), got {value.shape} {_dt.name(value.dtype)} in "
+                                     f"{value.buffer}")
+    return int(np.asarray(value.np()).reshape(-1)[0])
+
+
 def _broadcast(a: tuple, b: tuple, what: str) -> tuple:
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + a
@@ -137,7 +159,8 @@ class IndexExpr:
                              tuple(x + sign * y for x, y in zip(a, b)))
         if isinstance(other, _masks.Predicate):
             return NotImplemented
-        return IndexExpr(self.shape, self.const + sign * _int(other, what), self.coefs)
+        dyn = dynamic_scalar(other, what)
+        return IndexExpr(self.shape, self.const + sign * (_int(other, what) if dyn is None else dyn), self.coefs)
 
     def __add__(self, other):
         return self._combine(other, 1, "index expression +")
@@ -346,10 +369,14 @@ def index_view(t, key: tuple, op: str):
             exprs.append(k)
             continue
         if type(k) is not int:
-            if hasattr(k, "shape") and not isinstance(k, np.integer):
+            dyn = dynamic_scalar(k, op) if d > 0 and isinstance(k, NkiTensor) else None
+            if dyn is not None:
+                k = dyn
+            elif hasattr(k, "shape") and not isinstance(k, np.integer):
                 raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "
                                            ".ap(scalar_offset=..) / .ap(vector_offset=..) or .select()")
-            k = _int(k, op)
+            else:
+                k = _int(k, op)
         if -n <= k < 0:
             k += n
         if not 0 <= k < n:

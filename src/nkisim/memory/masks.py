@@ -1,4 +1,4 @@
-"""Beta-1 masks: ``Predicate`` (comparisons of index expressions combined with ``&``) and
+"""Beta-1 masks: ``Predicate`` (comparisons of index expressions combined with ``&``, ``|``, ``~``) and
 ``Box``, a predicate reduced to one index range per grid axis (plus, for predicates that are not
 ranges, their truth values in the bounding box); ``axis_ranges`` aligns a box with an operand.
 The dispatcher applies them (``isa.dispatch._masked_args``). Imports numpy, errors, memory.affine.
@@ -16,62 +16,95 @@ _TEST = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_eq
          "==": np.equal, "!=": np.not_equal}
 
 
+_MAX_CLAUSES = 256      # a negated or combined predicate's disjunctive form grows past this: refused
+_FALSE = (IndexExpr((), 0, ()), "!=")            # the constant comparison 0 != 0
+
+
 class Predicate:
-    """A ``mask=``: the conjunction of comparisons ``expr <op> 0`` (built by comparing index
-    expressions with ints or each other, combined with ``&``; ``~`` negates one comparison).
+    """A ``mask=``: comparisons ``expr <op> 0`` (built by comparing index expressions with ints or
+    each other) combined with ``&``, ``|`` and ``~``, held in disjunctive form: ``clauses`` is a
+    tuple of conjunctions (each a tuple of ``(expr, op)`` terms); the documented masks, comparisons
+    joined by ``&``, are one clause (``terms``).
 
     Decision: Python's ``and`` cannot be overloaded: ``(a < n and b < m)`` is ``b < m`` (a
-    predicate is truthy), as under the Beta-1 tracer; combine with ``&``. ``|`` raises
-    UnsupportedError (a union of ranges is not a range)."""
-    __slots__ = ("terms", "_box")
+    predicate is truthy), as under the Beta-1 tracer; combine with ``&``. Decision (``|`` and
+    ``~`` of a compound predicate, which the docs do not mention: they define masks as
+    comparisons joined by ``&``): accepted as element-wise predicates, like a comparison of two
+    axes (``i_f < i_p``): the instruction runs on the predicate's bounding box and writes only
+    the elements it keeps (see ``isa.dispatch._masked_args``); a union that is one range per axis
+    (``(i < 4) | (i < 8)``) is that range. ``~`` applies De Morgan's laws; a form of more than
+    256 conjunctions raises UnsupportedError."""
+    __slots__ = ("clauses", "_box")
 
-    def __init__(self, terms: tuple):
-        self.terms = terms
+    def __init__(self, terms: tuple = (), clauses: tuple | None = None):
+        self.clauses = (tuple(terms),) if clauses is None else clauses
+        if len(self.clauses) > _MAX_CLAUSES:
+            raise UnsupportedError("mask", f"the predicate's disjunctive form has {len(self.clauses)} "
+                                           f"conjunctions, more than {_MAX_CLAUSES}; simplify the mask")
         self._box = None
+
+    @property
+    def terms(self) -> tuple:
+        """The comparisons of a one-clause predicate (a conjunction)."""
+        if len(self.clauses) != 1:
+            raise UnsupportedError("mask", "a predicate combined with | is not one conjunction")
+        return self.clauses[0]
 
     def __and__(self, other):
         if isinstance(other, (bool, np.bool_)):
-            return self if other else Predicate(self.terms + ((IndexExpr((), 0, ()), "!="),))
+            return self if other else Predicate(clauses=tuple(c + (_FALSE,) for c in self.clauses))
         if not isinstance(other, Predicate):
             return NotImplemented
-        return Predicate(self.terms + other.terms)
+        return Predicate(clauses=tuple(a + b for a in self.clauses for b in other.clauses))
 
     __rand__ = __and__
 
-    def __invert__(self):
-        if len(self.terms) != 1:
-            raise UnsupportedError("mask ~", "only a single comparison can be negated (~(a & b) is not a "
-                                             "range of each axis)")
-        (e, op), = self.terms
-        return Predicate(((e, _NEGATE[op]),))
-
     def __or__(self, other):
-        raise UnsupportedError("mask |", "a union of comparisons is not a range of each axis; a mask is "
-                                         "comparisons combined with &")
+        if isinstance(other, (bool, np.bool_)):
+            return Predicate(clauses=((),)) if other else self
+        if not isinstance(other, Predicate):
+            return NotImplemented
+        return Predicate(clauses=self.clauses + other.clauses)
 
     __ror__ = __or__
+
+    def __invert__(self):
+        out = None
+        for clause in self.clauses:       # ~(c1 | c2) = ~c1 & ~c2; ~(t1 & t2) = ~t1 | ~t2
+            neg = Predicate(clauses=tuple(((e, _NEGATE[op]),) for e, op in clause) or ((_FALSE,),))
+            out = neg if out is None else out & neg
+        return out
 
     def __bool__(self):
         return True
 
     def __repr__(self):
-        return "Predicate(" + " & ".join(f"({e!r} {op} 0)" for e, op in self.terms) + ")"
+        return "Predicate(" + " | ".join(" & ".join(f"({e!r} {op} 0)" for e, op in c) or "True"
+                                         for c in self.clauses) + ")"
+
+    def _shape(self) -> tuple:
+        shape = ()
+        for c in self.clauses:
+            for e, _ in c:
+                shape = _broadcast(shape, e.shape, "mask")
+        return shape
 
     def __array__(self, dtype=None, copy=None):
         """The predicate's truth values on its grid (a NumPy reference)."""
-        shape = ()
-        for e, _ in self.terms:
-            shape = _broadcast(shape, e.shape, "mask")
-        out = np.ones(shape, np.bool_)
-        for e, op in self.terms:
-            out = out & _TEST[op](np.asarray(e), 0)
+        shape = self._shape()
+        out = np.zeros(shape, np.bool_)
+        for c in self.clauses:
+            part = np.ones(shape, np.bool_)
+            for e, op in c:
+                np.logical_and(part, _TEST[op](np.asarray(e), 0), out=part)
+            np.logical_or(out, part, out=out)
         return out if dtype is None else out.astype(dtype)
 
     def box(self) -> "Box":
         """The mask as one index range per grid axis (computed once)."""
         b = self._box
         if b is None:
-            b = self._box = _box(self.terms)
+            b = self._box = _box(self.terms) if len(self.clauses) == 1 else _general_box(self, self._shape())
         return b
 
 
@@ -152,11 +185,11 @@ def _box(terms) -> Box:
                 empty = True
             continue
         if len(axes) > 1:
-            return _general_box(terms, shape)
+            return _general_box(Predicate(terms), shape)
         a = axes[0]
         r = _solve(e.const, coefs[a], cmp, shape[a])
         if r is None:
-            return _general_box(terms, shape)
+            return _general_box(Predicate(terms), shape)
         lo, hi = r
         if lo >= hi:
             empty = True
@@ -173,9 +206,9 @@ def _box(terms) -> Box:
     return Box(shape, tuple(ranges), empty)
 
 
-def _general_box(terms, shape) -> Box:
+def _general_box(pred: Predicate, shape) -> Box:
     """A predicate that is not a range of each axis: its bounding box, and its truth values in it."""
-    full = np.asarray(Predicate(terms))
+    full = np.asarray(pred)
     full = np.broadcast_to(full, shape)
     if not full.any():
         return Box(shape, (None,) * len(shape), True)
