@@ -17,7 +17,10 @@ Command-line options (each also an ini option of the same name without ``--`` an
 - ``--nki-strict``: uninitialised reads raise (``NKISIM_STRICT_UNINIT=1``), in every test.
 - ``--nki-races``: race detection with the shuffled ``affine_range`` order
   (``NKISIM_DETECT_RACES=1``, ``NKISIM_SHUFFLE=1``), in every test; ``--nki-seed=N`` picks the order.
-- ``--nki-findings=first|all|warn``: ``NKISIM_FINDINGS`` in every test.
+- ``--nki-findings=first|all|warn``: ``NKISIM_FINDINGS`` in every test ("warn": a broken rule
+  inside an instruction is reported and the instruction skipped; a rule broken outside any
+  instruction, e.g. an out-of-bounds slice, is always fatal: the test fails with that error,
+  whose message says so; see ``runtime.launch.run``).
 - ``--nki-durations=N``: at the end, the N tests that spent the most wall time inside simulated
   kernel launches (0: all that launched any). Decision: shown when asked, and (N=5) whenever
   another ``--nki-*`` option is given; a session without them measures nothing.
@@ -75,7 +78,9 @@ def pytest_addoption(parser):
         ("--nki-seed", dict(action="store", metavar="N", default=None,
                             help="seed of the shuffled order (NKISIM_SEED)")),
         ("--nki-findings", dict(action="store", metavar="MODE", default=None, choices=("first", "all", "warn"),
-                                help="NKISIM_FINDINGS in every test: first (default), all or warn")),
+                                help="NKISIM_FINDINGS in every test: first (default), all or warn (a rule "
+                                     "broken outside any instruction - indexing, allocation, a loop "
+                                     "limit, the launch - is always fatal)")),
         ("--nki-durations", dict(action="store", metavar="N", default=None, type=int,
                                  help="show the N tests with the most simulator time (0: all)")),
     ]
