@@ -170,3 +170,10 @@ def test_help_says_which_rules_are_always_fatal(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert ("a rule broken outside any instruction (indexing a tensor, allocating one, a loop over its limit, "
             "the launch) is always fatal, in every mode") in text
+
+
+def test_demo_refuses_an_unknown_example_before_running_any(capsys):
+    from nkisim import examples
+    line = _usage_error(capsys, ["demo", "--small", "--only", "tensor_add,nope"])
+    assert line.startswith("nkisim demo: error: --only: unknown example(s) nope; expected some of tensor_add, ")
+    assert all(n in line for n in examples.NAMES)

@@ -145,6 +145,13 @@ def main(argv=None) -> int:
         problem = _usage_error(args)
         if problem is not None:
             parser.commands[args.command].error(problem)      # exits 2
+    if args.command == "demo" and args.only:
+        from .demo import MODEL
+        from .examples import NAMES
+        unknown = [n for n in args.only.split(",") if n not in NAMES + (MODEL,)]
+        if unknown:
+            parser.commands["demo"].error(f"--only: unknown example(s) {', '.join(unknown)}; expected some of "
+                                          f"{', '.join(NAMES + (MODEL,))}")
     if args.command == "run":
         return run_script(args.script, args.script_args, target=args.target, strict=args.strict,
                           races=args.races, findings=args.findings, json_path=args.json)
