@@ -224,3 +224,12 @@ def test_a_python_error_after_a_skipped_instruction_is_named_in_the_report(capsy
     head = capsys.readouterr().err.splitlines()[0]
     assert head == ("nkisim: 1 finding(s) in kernel kernel; then the kernel raised AttributeError (a skipped "
                     "call returned a placeholder, or None, that the kernel could not use)")
+
+
+def test_a_fatal_error_pickles_with_its_mark():
+    import pickle
+    with pytest.raises(BoundsError) as info:
+        nki.simulate(lambda x: x[9], findings="warn")(X.copy())
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is BoundsError and back.fatal is True and str(back) == str(info.value)
+    assert BoundsError("op", "what", "f.py:1").fatal is False
