@@ -560,14 +560,15 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     where it is broken, not by its error class. Every rule broken inside an instruction (any
     ``nisa`` op, an ``nl`` function that issues instructions, a collective; each error class:
     shape, dtype, memory space, bounds of an access pattern, capacity, race, uninitialised read,
-    argument, engine, unsupported) is a finding the kernel goes on past: the instruction is
+    argument, engine, unsupported, and a deadlock at a sync point: ``core_barrier``,
+    ``sendrecv``, a collective) is a finding the kernel goes on past: the instruction is
     skipped (its destination keeps its old values; an ``nl`` function returns a placeholder
     tile). A rule broken outside any instruction is always fatal, in every mode: there is nothing
     to skip and no value to go on with. These are: indexing a tensor (a slice or index outside
     it, a reshape or view that does not fit it, an index expression or mask nkisim cannot
     build: BoundsError, ShapeError, UnsupportedError), allocating one (``nl.ndarray`` and the
     other creation functions: ShapeError, DtypeError, MemorySpaceError), a dynamic loop over its
-    limit (LoopLimitError), cores that can never meet (DeadlockError), and the launch itself
+    limit (LoopLimitError: ``while``, ``nl.while_loop``, ``nl.dynamic_range``), and the launch itself
     (its grid or LNC, its arguments, its results: UnsupportedError, KernelArgumentError,
     CapacityError, MemorySpaceError). Under "warn" or "all" such an error ends the launch with
     its message saying so ("...; always fatal, even with findings="warn": <why>, so the kernel
