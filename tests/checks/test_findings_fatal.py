@@ -222,8 +222,8 @@ def test_a_python_error_after_a_skipped_instruction_is_named_in_the_report(capsy
     with pytest.raises(AttributeError):
         nki.simulate(kernel, findings="warn")(np.ones((200, 8), np.float32))
     head = capsys.readouterr().err.splitlines()[0]
-    assert head == ("nkisim: 1 finding(s) in kernel kernel; then the kernel raised AttributeError (a skipped "
-                    "call returned a placeholder, or None, that the kernel could not use)")
+    assert head == ("nkisim: 1 finding(s) in kernel kernel; then the kernel raised AttributeError (the result "
+                    "of a skipped call is a placeholder tile, or None)")
 
 
 def test_a_fatal_error_pickles_with_its_mark():

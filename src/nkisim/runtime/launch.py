@@ -438,8 +438,8 @@ def _report(func, found, stopped=None) -> None:
     if isinstance(stopped, NkiError):
         head += f"; the kernel stopped at the {type(stopped).__name__}, which is always fatal"
     elif stopped is not None:
-        head += (f"; then the kernel raised {type(stopped).__name__} (a skipped call returned a "
-                 f"placeholder, or None, that the kernel could not use)")
+        head += (f"; then the kernel raised {type(stopped).__name__} (the result of a skipped call "
+                 f"is a placeholder tile, or None)")
     lines = [head]
     for kind, texts in groups.items():
         lines.append(f"  {kind} ({sum(texts.values())}):")
