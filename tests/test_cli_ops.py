@@ -160,3 +160,52 @@ def test_readme_ops_table_is_nkisim_ops_markdown(capsys):
     assert cli_main(["ops", "--markdown"]) == 0
     want = capsys.readouterr().out.rstrip("\n").splitlines()
     assert _readme_table() == want, "README.md's ops table is stale: paste `nkisim ops --markdown`"
+
+
+# ---- notes: every f-string hole rendered, none shown as ``{...}`` ------------------------------
+
+def test_no_note_shows_an_unformatted_placeholder(capsys):
+    import re
+    hole = re.compile(r"[{}]")
+    for argv in (["ops"], ["ops", "--markdown"], ["ops", "--stubs"], ["ops", "--stubs", "--markdown"]):
+        assert cli_main(argv) == 0
+        out = capsys.readouterr().out
+        bad = [ln for ln in out.splitlines() if hole.search(ln)]
+        assert not bad, f"nkisim {' '.join(argv)}: notes with a placeholder: {bad}"
+    assert all("{" not in r.note and "}" not in r.note for r in ops_table.rows())
+
+
+def test_the_mx_notes_name_the_operands_the_check_covers():
+    """The MX ops refuse an indirect view of any of their tensor operands (the documented
+    parameters dst, stationary, moving, stationary_scale, moving_scale / dst, src, dst_scale)."""
+    rows = _by_api()
+    assert rows["nisa.nc_matmul_mx"].note == ("dst, stationary, moving, stationary_scale or moving_scale is an "
+                                              "indirect view; tensor indirection of MX operands is not simulated")
+    assert rows["nisa.quantize_mx"].note == ("dst, src or dst_scale is an indirect view; tensor indirection of MX "
+                                             "operands is not simulated")
+
+
+def _each_operand(op, **operands):
+    for nm, x in operands.items():
+        if x:
+            raise UnsupportedError(op, f"{nm} of {op} is not simulated on {x.target.name}")
+
+
+def _uses_each(a, b):
+    _each_operand("nisa.fake", first=a, second=b)
+
+
+def _one_operand(a):
+    _each_operand("nisa.fake", only=a)
+
+
+def _unknown_hole(x):
+    if x:
+        raise UnsupportedError("nl.real", f"mode {x.mode} with {x.zz} is not simulated")
+
+
+def test_holes_take_the_call_sites_values_or_a_plain_word():
+    assert ops_table._gaps(_uses_each) == ["first or second of nisa.fake is not simulated on the target"]
+    assert ops_table._gaps(_one_operand) == ["only of nisa.fake is not simulated on the target"]
+    assert ops_table._gaps(_unknown_hole) == ["mode the mode with a value is not simulated"]
+    assert ops_table._gaps(_each_operand) == ["an operand of the op is not simulated on the target"]

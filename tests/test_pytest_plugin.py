@@ -208,6 +208,98 @@ def test_lnc_marker_only():
     result.stdout.fnmatch_lines(["*LNC2 needs a target with 2 cores per logical core; trn1 has 1*"])
 
 
+LNC_BODY = '''
+A = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+SEEN = {"lnc1": 1, "lnc2": 2}
+
+def launch(nki_lnc):
+    np.testing.assert_array_equal(nki.simulate(lnc_add)[nki_lnc](A, A), 2 * A)
+
+def test_both(request, nki_target, nki_lnc):
+    assert nkisim.Settings.from_env().target == nki_target
+    assert nki_lnc == SEEN[request.node.callspec.id.split("-")[-1]]
+    launch(nki_lnc)
+
+@pytest.mark.nki(lnc=2)
+def test_marker_two(nki_lnc):
+    assert nki_lnc == 2
+    launch(nki_lnc)
+
+@pytest.mark.nki(lnc=1)
+def test_marker_one(nki_lnc):
+    assert nki_lnc == 1
+
+def test_target_only(nki_target):
+    pass
+
+@pytest.fixture
+def through(nki_lnc):
+    return nki_lnc
+
+def test_through_a_fixture(request, through):
+    assert through == SEEN[request.node.callspec.id.split("-")[-1]]
+
+def test_plain():
+    pass
+'''
+
+
+def test_nki_lnc_parametrises_the_nki_lnc_tests(run):
+    result = run(LNC_BODY, "--nki-lnc=1,2")
+    assert outcomes(result) == {
+        "test_both[lnc1]": "PASSED", "test_both[lnc2]": "PASSED", "test_marker_two": "PASSED",
+        "test_marker_one": "PASSED", "test_target_only": "PASSED", "test_through_a_fixture[lnc1]": "PASSED",
+        "test_through_a_fixture[lnc2]": "PASSED", "test_plain": "PASSED"}
+
+
+def test_nki_lnc_and_nki_target_are_a_product_and_the_marker_lnc_wins(run):
+    result = run(LNC_BODY, "--nki-target=trn1,trn2", "--nki-lnc=1,2", "-rs")
+    assert outcomes(result) == {
+        "test_both[trn1-lnc1]": "PASSED", "test_both[trn1-lnc2]": "SKIPPED",      # trn1 has no LNC2
+        "test_both[trn2-lnc1]": "PASSED", "test_both[trn2-lnc2]": "PASSED",
+        "test_marker_two[trn1]": "SKIPPED", "test_marker_two[trn2]": "PASSED",
+        "test_marker_one[trn1]": "PASSED", "test_marker_one[trn2]": "PASSED",
+        "test_target_only[trn1]": "PASSED", "test_target_only[trn2]": "PASSED",
+        "test_through_a_fixture[trn1-lnc1]": "PASSED", "test_through_a_fixture[trn1-lnc2]": "SKIPPED",
+        "test_through_a_fixture[trn2-lnc1]": "PASSED", "test_through_a_fixture[trn2-lnc2]": "PASSED",
+        "test_plain": "PASSED"}
+    result.stdout.fnmatch_lines(["*LNC2 needs a target with 2 cores per logical core; trn1 has 1*"])
+
+
+def test_nki_lnc_with_a_marker_target_and_in_the_ini_file(run, pytester):
+    body = '''
+@pytest.mark.nki(target="trn1")
+def test_t(nki_lnc):
+    assert nki_lnc in (1, 2)
+'''
+    assert outcomes(run(body, "--nki-lnc=2,1")) == {"test_t[lnc2]": "SKIPPED", "test_t[lnc1]": "PASSED"}
+    pytester.makeini("[pytest]\nnki_lnc = 1, 2\n")
+    assert outcomes(run(body)) == {"test_t[lnc1]": "PASSED", "test_t[lnc2]": "SKIPPED"}
+    assert outcomes(run(body, "--nki-lnc=1")) == {"test_t[lnc1]": "PASSED"}      # the command line wins
+
+
+def test_nki_lnc_usage_errors(run):
+    for value in ("3", "1,x", ","):
+        result = run("def test_t(nki_lnc):\n    pass\n", f"--nki-lnc={value}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*--nki-lnc: *expected 1*"])
+
+
+def test_nki_findings_warn_says_an_out_of_bounds_slice_is_always_fatal(run):
+    result = run('''
+def oob(a):
+    t = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[0:4, 0:20])
+    return a
+
+def test_oob():
+    nki.simulate(oob)(X)
+''', "--nki-findings=warn")
+    assert outcomes(result) == {"test_oob": "FAILED"}
+    result.stdout.fnmatch_lines(["*BoundsError: tensor indexing: slice 0:20 on dim 1 of tensor 'argument 0' (4, 8) "
+                                 "is outside 0:8; always fatal, even with findings=\"warn\"*"])
+
+
 def test_strict_races_and_findings_change_behaviour(run):
     body = '''
 def test_uninit():
@@ -309,7 +401,7 @@ def test_help_and_markers_document_the_plugin(pytester):
     result = pytester.runpytest(*PLUGIN, "--markers")
     result.stdout.fnmatch_lines(["@pytest.mark.nki(target=None, lnc=1): an NKI kernel test (nkisim)*"])
     result = pytester.runpytest(*PLUGIN, "--help")
-    result.stdout.fnmatch_lines(["*--nki-target=TARGETS*", "*--nki-strict*", "*--nki-races*",
+    result.stdout.fnmatch_lines(["*--nki-target=TARGETS*", "*--nki-lnc=LNCS*", "*--nki-strict*", "*--nki-races*",
                                  "*--nki-findings=MODE*", "*--nki-durations=N*"])
 
 

@@ -14,6 +14,8 @@ import os
 import sys
 
 FINDINGS_MODES = ("first", "warn", "all")
+FATAL_NOTE = ("a rule broken outside any instruction (indexing a tensor, allocating one, a loop over "
+              "its limit, the launch) is always fatal, in every mode")
 
 
 def version() -> str:
@@ -25,19 +27,30 @@ def version() -> str:
         return "unknown"
 
 
+def _target_arg(value: str) -> str:
+    """``--target``: a target name or alias, checked when the command line is read."""
+    from .config import normalize_target
+    try:
+        return normalize_target(value, "--target")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--target: ")) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nkisim", description="CPU simulator for NKI kernels")
     parser.add_argument("--version", action="version", version=f"nkisim {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a Python script with the simulator on (NKI_SIMULATOR=1)")
-    run.add_argument("--target", default=None, help="trn1 | trn2 | trn3 (default: the environment's)")
+    run.add_argument("--target", default=None, type=_target_arg,
+                     help="trn1 | trn2 | trn3 (default: the environment's)")
     run.add_argument("--strict", action="store_true",
                      help="strict uninitialised reads: reading never-written elements raises")
     run.add_argument("--races", action="store_true",
                      help="race detection, affine_range iterations in a shuffled order")
     run.add_argument("--findings", choices=FINDINGS_MODES, default=None,
-                     help="first: stop at the first broken rule; warn: report every one and go on; "
-                          "all: report every one, then raise (default: the environment's)")
+                     help="first: stop at the first broken rule; warn: report every one and go on "
+                          "past it (the failing instruction is skipped); all: the same, then raise; "
+                          + FATAL_NOTE + " (default: the environment's)")
     run.add_argument("--json", default=None, metavar="FILE",
                      help="write the findings as JSON (schema: nkisim/schemas/findings.schema.json)")
     run.add_argument("script", help="the Python script to run")
@@ -51,15 +64,94 @@ def _parser() -> argparse.ArgumentParser:
     prof = sub.add_parser("profile", help="run a Python script with the simulator on; profile every kernel launch")
     prof.add_argument("--trace-dir", default=None,
                       help="where the traces go (default: the current directory)")
-    prof.add_argument("--target", default=None, help="trn1 | trn2 | trn3 (default: the environment's)")
+    prof.add_argument("--target", default=None, type=_target_arg,
+                      help="trn1 | trn2 | trn3 (default: the environment's)")
     prof.add_argument("--plot", action="store_true", help="also draw each launch's timeline as a PNG")
     prof.add_argument("script", help="the Python script to run")
     prof.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    parser.commands = {"run": run, "demo": demo, "ops": ops, "profile": prof}
     return parser
 
 
+def check_script(script: str) -> str | None:
+    """Why ``script`` cannot be run (a one-line reason), or None: it must be a readable file.
+    Decision: a directory is refused even with a ``__main__.py`` (``nkisim run`` runs a script)."""
+    if not os.path.exists(script):
+        return f"script {script!r}: no such file"
+    if os.path.isdir(script):
+        return f"script {script!r} is a directory, not a Python script"
+    try:
+        with open(script, "rb"):
+            pass
+    except OSError as e:
+        return f"script {script!r} cannot be read: {e.strerror or e}"
+    return None
+
+
+def _check_output_file(path: str, what: str) -> str | None:
+    """Why ``path`` cannot be written as a file (its directory missing, or it is a directory)."""
+    if os.path.isdir(path):
+        return f"{what} {path!r} is a directory; give a file name"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{what} {path!r}: directory {parent!r} does not exist"
+    if not os.access(parent, os.W_OK):
+        return f"{what} {path!r}: directory {parent!r} is not writable"
+    return None
+
+
+def _check_dir(path: str, what: str) -> str | None:
+    """Why ``path`` cannot be the directory outputs go to (it is a file, or a file is in its way)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{what} {path!r}: {probe!r} is a file, not a directory"
+    if not os.access(probe, os.W_OK):
+        return f"{what} {path!r}: {probe!r} is not writable"
+    return None
+
+
+def _usage_error(args) -> str | None:
+    """The first bad option or argument of ``nkisim run`` / ``nkisim profile``, checked before the
+    script runs (so a typo costs nothing), as one line; None when all hold. Checked: the script;
+    ``--json FILE``; ``--trace-dir``; and the settings the run would launch kernels with (the
+    options over the environment's variables, e.g. a bad ``NKISIM_FINDINGS`` or
+    ``NEURON_PLATFORM_TARGET_OVERRIDE`` in the environment), by ``config.Settings.from_env``."""
+    from .config import Settings
+    problem = check_script(args.script)
+    if problem is None and getattr(args, "json", None):
+        problem = _check_output_file(args.json, "--json")
+    if problem is None and getattr(args, "trace_dir", None):
+        problem = _check_dir(args.trace_dir, "--trace-dir")
+    if problem is None:
+        env = _settings_env(args.target, getattr(args, "strict", False), getattr(args, "races", False),
+                            getattr(args, "findings", None))
+        try:
+            Settings.from_env({**os.environ, **env})
+        except ValueError as e:
+            problem = str(e)
+    return problem
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    """The ``nkisim`` command. Decision: every option and argument of ``run`` / ``profile`` is
+    checked before the script starts; a bad one prints the command's usage and one line
+    ``nkisim <command>: error: <why>`` to stderr and exits 2 (argparse's convention, also for the
+    options argparse checks itself: ``--target``, ``--findings``)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command in ("run", "profile"):
+        problem = _usage_error(args)
+        if problem is not None:
+            parser.commands[args.command].error(problem)      # exits 2
+    if args.command == "demo" and args.only:
+        from .demo import MODEL
+        from .examples import NAMES
+        unknown = [n for n in args.only.split(",") if n not in NAMES + (MODEL,)]
+        if unknown:
+            parser.commands["demo"].error(f"--only: unknown example(s) {', '.join(unknown)}; expected some of "
+                                          f"{', '.join(NAMES + (MODEL,))}")
     if args.command == "run":
         return run_script(args.script, args.script_args, target=args.target, strict=args.strict,
                           races=args.races, findings=args.findings, json_path=args.json)
@@ -124,11 +216,25 @@ def _execute(script: str, script_args, env: dict, hooks, prog: str) -> tuple[int
     the NkiError that ended the script or None). Exit status: the script's (``sys.exit``), 0 when
     it ends normally, 1 when it raised: a kernel error (an NkiError) prints one clear line
     ``<prog>: <ErrorClass>: <message>`` (no internal traceback), anything else its traceback;
-    130 after Ctrl-C. The environment, ``sys.argv`` and ``sys.path`` are restored afterwards."""
+    130 after Ctrl-C; 2, before anything runs, when ``script`` is no readable file or ``env`` over
+    the environment is no valid setting (one line ``<prog>: error: <why>``; ``main`` checks the
+    same first, with the usage). The environment, ``sys.argv`` and ``sys.path`` are restored
+    afterwards."""
     import runpy
     import traceback
 
+    from .config import Settings
     from .errors import NkiError
+
+    problem = check_script(script)
+    if problem is None:
+        try:
+            Settings.from_env({**os.environ, **env})
+        except ValueError as e:
+            problem = str(e)
+    if problem is not None:
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        return 2, None
 
     saved_env = {k: os.environ.get(k) for k in env}
     saved_argv, saved_path = sys.argv[:], sys.path[:]

@@ -189,7 +189,9 @@ class Settings:
     findings: Literal["first", "all", "warn"] = _knob(
         "first", "`all`: skip each failing instruction, print every finding grouped by rule, then "
                  "raise one `FindingsError` holding them (`.findings`); `warn`: the same without the "
-                 "error, the kernel returns normally (default `first`: stop at the first)",
+                 "error, the kernel returns normally (default `first`: stop at the first). A rule "
+                 "broken outside any instruction (indexing a tensor, allocating one, a loop over its "
+                 "limit, the launch itself) is always fatal, in every mode",
         env=("NKISIM_FINDINGS",), parse=_findings)
     fast_paths: bool = _knob(
         True, "0: no rule memo, deferred copies or fills, storage pool, `out=` writes or GC pause "

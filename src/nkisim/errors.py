@@ -74,8 +74,12 @@ class NkiError(Exception):
     (the public parameter name that broke the rule, where the raising check knows it), ``limit``
     (the limit it broke: a number, or the accepted buffers / dtypes / engines), ``path`` (the full
     file name of the kernel line in ``where``, when found by walking the stack); ``file`` and
-    ``line`` split ``where``. Machine-readable records: ``nkisim.findings.record``.
+    ``line`` split ``where``. Machine-readable records: ``nkisim.findings.record``. ``fatal``: True
+    once a findings="warn"/"all" launch has marked the error always fatal (broken outside any
+    instruction; ``runtime.launch.mark_fatal``).
     """
+
+    fatal = False
 
     def __init__(self, op: str, what: str, where: str | None = None, *, operand: str | None = None,
                  limit=None):
@@ -105,7 +109,7 @@ class NkiError(Exception):
         return (type(self), (self.op, self.what, self.where), self._fields())
 
     def _fields(self) -> dict:
-        return {"operand": self.operand, "limit": self.limit, "path": self.path}
+        return {"operand": self.operand, "limit": self.limit, "path": self.path, "fatal": self.fatal}
 
 
 class ShapeError(NkiError, ValueError):

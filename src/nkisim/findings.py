@@ -63,12 +63,14 @@ def limit_of(err: NkiError):
 
 def record(err: NkiError) -> dict:
     """One finding as a JSON-ready dict: rule (the error class, as the findings report groups
-    them), op, operand, limit, file (full name when known), line, message (``str(err)``)."""
+    them), op, operand, limit, file (full name when known), line, message (``str(err)``), fatal
+    (True for a rule that is always fatal: the kernel stopped there, whatever ``findings`` mode;
+    ``runtime.launch.mark_fatal``)."""
     limit = limit_of(err)
     if isinstance(limit, (set, frozenset, tuple)):
         limit = sorted(limit) if isinstance(limit, (set, frozenset)) else list(limit)
     return {"rule": type(err).__name__, "op": err.op, "operand": operand_of(err), "limit": limit,
-            "file": err.file, "line": err.line, "message": str(err)}
+            "file": err.file, "line": err.line, "message": str(err), "fatal": bool(getattr(err, "fatal", False))}
 
 
 def flatten(errors) -> list:

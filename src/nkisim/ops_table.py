@@ -14,6 +14,11 @@ How each column is found:
   level deep), or a token in ``isa.alu``'s table of documented activation functions nkisim does
   not simulate. Decision: an ``UnsupportedError`` about the hardware (a generation or mode NKI
   rejects) does not make a name partly simulated; it is a rule, checked like any other.
+- note: the message of each such error, read from its source. Decision: an f-string hole is
+  rendered from the call site where the source gives its value (a string literal passed to the
+  helper, or the keyword names a ``**operands`` helper loops over: "dst, src or dst_scale is an
+  indirect view"), else restated as a plain word for what it stands for ("the target", "an
+  operand", "a value"), so no ``{...}`` ever reaches the table (``_text``, ``_hole``, ``_bind``).
 - generations: for an instruction, its rules are probed on each target of ``arch.TARGETS`` with
   placeholder arguments: a target on which they raise ``UnsupportedError`` naming that target
   before touching any argument lacks the instruction. For a token, ``arch.Target.alu_ops_excluded``.
@@ -65,9 +70,9 @@ def _is_unsupported_raise(node) -> bool:
     return (f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")) == "UnsupportedError"
 
 
-def _text(call: ast.Call) -> str:
-    """The literal text of an error call's message argument (f-string parts joined; a hole is
-    shown as its expression in braces, e.g. ``{nm}``)."""
+def _text(call: ast.Call, bound: dict | None = None) -> str:
+    """The text of an error call's message argument, as the note shows it: an f-string's literal
+    parts joined, each hole rendered (``_hole``) so no ``{...}`` ever reaches the table."""
     args = call.args[1:] if len(call.args) > 1 else call.args
     out = []
     for a in args[:1]:
@@ -75,8 +80,86 @@ def _text(call: ast.Call) -> str:
             if isinstance(part, ast.Constant) and isinstance(part.value, str):
                 out.append(part.value)
             elif isinstance(part, ast.FormattedValue):
-                out.append("{" + ast.unparse(part.value) + "}")
-    return "".join(out).strip()
+                out.append(_hole(part.value, bound or {}))
+    return " ".join("".join(out).split())
+
+
+# Words for a hole whose value the source does not give, by the name the expression ends in
+# (Decision: restate it plainly rather than show ``{nm}``; an unknown name reads "a value")
+_HOLE_WORDS = {"op": "the op", "api": "the op", "opn": "the op", "nm": "an operand", "name": "an operand",
+               "operand": "an operand", "role": "an operand", "arg": "an argument", "dtype": "the dtype",
+               "shape": "the shape", "target": "the target", "t": "the target", "buffer": "the buffer",
+               "engine": "the engine", "mode": "the mode", "axis": "the axis"}
+
+
+def _hole(expr, bound: dict) -> str:
+    """One f-string hole of a note: its value when ``bound`` (names the call site gives, see
+    ``_bind``) knows the name, else a plain word for what it stands for (``_HOLE_WORDS``: by the
+    expression's base name, then its attributes from the base out: ``{t.name}`` and
+    ``{x.target.name}`` the target, ``{x.shape}`` the shape), else "a value"."""
+    if isinstance(expr, ast.Name) and expr.id in bound:
+        return bound[expr.id]
+    node, attrs = expr, []
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name) and node.id in _HOLE_WORDS:
+        return _HOLE_WORDS[node.id]
+    return next((_HOLE_WORDS[a] for a in reversed(attrs) if a in _HOLE_WORDS), "a value")
+
+
+def _bind(helper, call: ast.Call, bound: dict) -> dict:
+    """The names a call ``helper(...)`` gives ``helper``'s source: a parameter passed a string
+    literal (or a name the caller has bound) reads as that value; the names of the keywords a
+    ``**kwargs`` parameter collects read as "a, b or c", and so does a loop variable over that
+    dict's keys (``for nm, x in operands.items()``)."""
+    try:
+        params = list(inspect.signature(helper).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in bound:
+            return bound[node.id]
+        return None
+    out: dict = {}
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for p, node in zip(positional, call.args):
+        v = value(node)
+        if v is not None:
+            out[p.name] = v
+    named = {p.name for p in params}
+    extra = []
+    for kw in call.keywords:
+        if kw.arg in named:
+            v = value(kw.value)
+            if v is not None:
+                out[kw.arg] = v
+        elif kw.arg is not None:
+            extra.append(kw.arg)
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+    if var_kw and extra:
+        names = extra[0] if len(extra) == 1 else ", ".join(extra[:-1]) + " or " + extra[-1]
+        out[var_kw] = names
+        node = _tree(helper)
+        for loop in (ast.walk(node) if node is not None else ()):
+            if isinstance(loop, ast.For) and _iterates(loop.iter, var_kw):
+                target = loop.target.elts[0] if isinstance(loop.target, ast.Tuple) else loop.target
+                if isinstance(target, ast.Name):
+                    out[target.id] = names
+    return out
+
+
+def _iterates(node, name: str) -> bool:
+    """``name``, ``name.items()`` or ``name.keys()``: a loop over a dict's keys (first)."""
+    if isinstance(node, ast.Name):
+        return node.id == name
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("items", "keys") and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name)
 
 
 def _body(node):
@@ -99,7 +182,7 @@ def _resolve(fn, name_node):
     return obj if inspect.isfunction(obj) else None
 
 
-def _stub_reason(fn, depth: int = 1) -> str | None:
+def _stub_reason(fn, depth: int = 1, bound: dict | None = None) -> str | None:
     """The message of the UnsupportedError ``fn`` raises when that is all it does, else None."""
     node = _tree(fn)
     if node is None:
@@ -109,37 +192,32 @@ def _stub_reason(fn, depth: int = 1) -> str | None:
         return None
     stmt = body[0]
     if _is_unsupported_raise(stmt):
-        return _text(stmt.exc) or "raises UnsupportedError"
+        return _text(stmt.exc, bound) or "raises UnsupportedError"
     if depth and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         helper = _resolve(fn, stmt.value.func)
         if helper is not None:
-            reason = _stub_reason(helper, depth - 1)
-            if reason is not None:
-                first = stmt.value.args[0] if stmt.value.args else None
-                head = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
-                params = list(inspect.signature(helper).parameters)
-                return reason.replace("{" + params[0] + "}", head) if head and params else reason
+            return _stub_reason(helper, depth - 1, _bind(helper, stmt.value, bound or {}))
     return None
 
 
-def _gaps(fn, depth: int = 1) -> list:
+def _gaps(fn, depth: int = 1, bound: dict | None = None) -> list:
     """Messages of the UnsupportedErrors in ``fn`` (and the helpers it calls, ``depth`` levels)
-    that say nkisim does not simulate a case."""
+    that say nkisim does not simulate a case, as the notes show them (holes rendered)."""
     node = _tree(fn)
     if node is None:
         return []
     found, helpers = [], []
     for sub in ast.walk(node):
         if _is_unsupported_raise(sub):
-            text = _text(sub.exc)
+            text = _text(sub.exc, bound)
             if any(w in text for w in _GAP_WORDS):
                 found.append(text)
         elif depth and isinstance(sub, ast.Call):
             helper = _resolve(fn, sub.func)
             if helper is not None and helper is not fn:
-                helpers.append(helper)
-    for h in dict.fromkeys(helpers):
-        found.extend(_gaps(h, depth - 1))
+                helpers.append((helper, sub))
+    for h, call in helpers:
+        found.extend(_gaps(h, depth - 1, _bind(h, call, bound or {})))
     return list(dict.fromkeys(found))
 
 

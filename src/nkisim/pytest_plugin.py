@@ -7,17 +7,27 @@ marker or fixtures runs exactly as without it: the plugin then only registers th
 of the environment, so it imports the simulator lazily, when a test asks for it).
 
 Command-line options (each also an ini option of the same name without ``--`` and with ``_``:
-``nki_target = trn1,trn2``; the command line wins):
+``nki_target = trn1,trn2``, ``nki_lnc = 1,2``; the command line wins):
 
 - ``--nki-target=trn1,trn2,trn3``: every NKI test (one with the ``nki`` marker, or one that uses
   the ``nki_target`` or ``nki_lnc`` fixture, directly or through another fixture) runs once per
   target, with ids like ``test_add[trn2]``; each run sees its target as the environment default
   (``NEURON_PLATFORM_TARGET_OVERRIDE``), so plain calls and ``nki.simulate`` without ``target=``
   simulate it. Aliases (``inf2``, ``gen3``, ...) are accepted; the id is the canonical name.
+- ``--nki-lnc=1,2``: every test that uses the ``nki_lnc`` fixture (directly or through another
+  fixture) runs once per LNC, the fixture giving each run's value (ids ``test_add[lnc2]``); with
+  ``--nki-target`` too, once per (target, LNC) pair, the product, ids ``test_add[trn2-lnc2]``
+  (targets outer); a pair whose target lacks the LNC (trn1 has no LNC2) is collected and skipped
+  with the reason. A marker's ``lnc=`` wins: that test runs with its own LNC only. Decision: only
+  tests asking for ``nki_lnc`` are parametrised (the plugin does not change how kernels launch,
+  so for any other test a second run would repeat the first).
 - ``--nki-strict``: uninitialised reads raise (``NKISIM_STRICT_UNINIT=1``), in every test.
 - ``--nki-races``: race detection with the shuffled ``affine_range`` order
   (``NKISIM_DETECT_RACES=1``, ``NKISIM_SHUFFLE=1``), in every test; ``--nki-seed=N`` picks the order.
-- ``--nki-findings=first|all|warn``: ``NKISIM_FINDINGS`` in every test.
+- ``--nki-findings=first|all|warn``: ``NKISIM_FINDINGS`` in every test ("warn": a broken rule
+  inside an instruction is reported and the instruction skipped; a rule broken outside any
+  instruction, e.g. an out-of-bounds slice, is always fatal: the test fails with that error,
+  whose message says so; see ``runtime.launch.run``).
 - ``--nki-durations=N``: at the end, the N tests that spent the most wall time inside simulated
   kernel launches (0: all that launched any). Decision: shown when asked, and (N=5) whenever
   another ``--nki-*`` option is given; a session without them measures nothing.
@@ -35,14 +45,15 @@ Marker ``@pytest.mark.nki(target=None, lnc=1)``: marks an NKI test.
   parametrised like ``--nki-target``). Decision: with ``--nki-target`` too, the test runs on the
   targets of the option that the marker allows; when none is, one run per marker target is
   collected and skipped (so the deselection is visible, never silent).
-- ``lnc``: 1 or 2. Decision: the plugin does not change how kernels launch (``kernel[2]`` stays the
-  only way to ask for LNC2, as on a device); ``lnc`` is the value of the ``nki_lnc`` fixture, for
-  the test to launch ``kernel[nki_lnc]``, and a run on a target that has fewer cores per logical
-  core (``arch``'s ``lnc_max``: trn1 has 1) is skipped with the reason.
+- ``lnc``: 1 or 2 (default: each of ``--nki-lnc``, else 1). Decision: the plugin does not change
+  how kernels launch (``kernel[2]`` stays the only way to ask for LNC2, as on a device); ``lnc``
+  is the value of the ``nki_lnc`` fixture, for the test to launch ``kernel[nki_lnc]``, and a run
+  on a target that has fewer cores per logical core (``arch``'s ``lnc_max``: trn1 has 1) is
+  skipped with the reason. Given, it wins over ``--nki-lnc`` for that test.
 
 Fixtures: ``nki_target`` (the target of this run: its ``--nki-target`` / marker parametrisation,
 the marker's single target, else the environment's default, ``Settings.from_env().target``);
-``nki_lnc`` (the marker's ``lnc``, else 1).
+``nki_lnc`` (the marker's ``lnc``, else this run's ``--nki-lnc`` value, else 1).
 
 Simulator time: while measuring, each test's launches in the test's own thread (plain
 ``@nki.jit`` calls and ``nki.simulate``, LNC1 and LNC2) are timed through the runtime's launch
@@ -60,6 +71,7 @@ import pytest
 _TARGETS = ("trn1", "trn2", "trn3")
 _TARGET_VAR = "NEURON_PLATFORM_TARGET_OVERRIDE"
 _PARAM = "nki_target"
+_LNC = "nki_lnc"
 _DEFAULT_TOP = 5                      # --nki-durations when another --nki-* option is given
 
 
@@ -68,6 +80,9 @@ def pytest_addoption(parser):
     opts = [
         ("--nki-target", dict(action="store", metavar="TARGETS", default=None,
                               help="run every NKI test once per target, e.g. trn1,trn2,trn3 (ids [trn2])")),
+        ("--nki-lnc", dict(action="store", metavar="LNCS", default=None,
+                           help="run every test that uses the nki_lnc fixture once per LNC, e.g. 1,2 "
+                                "(ids [lnc2], with --nki-target [trn2-lnc2]); a marker's lnc= wins")),
         ("--nki-strict", dict(action="store_true", default=None,
                               help="uninitialised reads raise (NKISIM_STRICT_UNINIT=1) in every test")),
         ("--nki-races", dict(action="store_true", default=None,
@@ -75,7 +90,9 @@ def pytest_addoption(parser):
         ("--nki-seed", dict(action="store", metavar="N", default=None,
                             help="seed of the shuffled order (NKISIM_SEED)")),
         ("--nki-findings", dict(action="store", metavar="MODE", default=None, choices=("first", "all", "warn"),
-                                help="NKISIM_FINDINGS in every test: first (default), all or warn")),
+                                help="NKISIM_FINDINGS in every test: first (default), all or warn (a rule "
+                                     "broken outside any instruction - indexing, allocation, a loop "
+                                     "limit, the launch - is always fatal)")),
         ("--nki-durations", dict(action="store", metavar="N", default=None, type=int,
                                  help="show the N tests with the most simulator time (0: all)")),
     ]
@@ -103,6 +120,8 @@ class _Plan:
     def __init__(self, config):
         targets = _opt(config, "nki_target")
         self.targets = _parse_targets(targets, "--nki-target") if targets else None
+        lncs = _opt(config, "nki_lnc")
+        self.lncs = _parse_lncs(lncs) if lncs else None
         env = {}
         if _truthy(_opt(config, "nki_strict")):
             env.update(NKISIM_STRICT_UNINIT="1")
@@ -128,7 +147,7 @@ class _Plan:
                 raise pytest.UsageError(f"--nki-durations: expected an integer, got {top!r}") from None
             if top < 0:
                 raise pytest.UsageError(f"--nki-durations: expected N >= 0, got {top}")
-        elif self.targets or env:
+        elif self.targets or self.lncs or env:
             top = _DEFAULT_TOP
         self.top = top                   # None: measure nothing
 
@@ -158,6 +177,22 @@ def _parse_targets(value, source: str) -> list:
     return out
 
 
+def _parse_lncs(value) -> list:
+    """``"1,2"`` -> [1, 2], in order, without repeats; each must be 1 or 2."""
+    out = []
+    for part in str(value).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part not in ("1", "2"):
+            raise pytest.UsageError(f"--nki-lnc: expected 1 or 2 (comma-separated, e.g. 1,2), got {part!r}")
+        if int(part) not in out:
+            out.append(int(part))
+    if not out:
+        raise pytest.UsageError("--nki-lnc: no LNC given; expected 1, 2 or 1,2")
+    return out
+
+
 _PLAN = pytest.StashKey()
 _SIM = pytest.StashKey()              # item -> [seconds, launches] of the current phase
 
@@ -167,7 +202,8 @@ def pytest_configure(config):
         "markers",
         "nki(target=None, lnc=1): an NKI kernel test (nkisim). target: a name or list (trn1, trn2, "
         "trn3): the test runs on those (parametrised, ids [trn2], with --nki-target: those the option "
-        "allows); lnc: 1 or 2, the nki_lnc fixture's value (a target without that LNC is skipped)")
+        "allows); lnc: 1 or 2, the nki_lnc fixture's value, over --nki-lnc (a target without that LNC "
+        "is skipped)")
     plan = _Plan(config)
     config.stash[_PLAN] = plan
     if plan.top is not None:
@@ -177,6 +213,7 @@ def pytest_configure(config):
 # ---- collection ---------------------------------------------------------------------------------
 
 def _marker_args(marker, where):
+    """(targets or None, lnc or None when the marker does not give it, whether target= is a list)."""
     kw = dict(marker.kwargs)
     if marker.args:
         if len(marker.args) > 1 or "target" in kw:
@@ -186,58 +223,74 @@ def _marker_args(marker, where):
     if bad:
         raise pytest.UsageError(f"{where}: @pytest.mark.nki: unknown argument(s) {sorted(bad)}; "
                                 f"expected target=, lnc=")
-    lnc = kw.get("lnc", 1)
-    if lnc is None:
-        lnc = 1
-    if isinstance(lnc, bool) or lnc not in (1, 2):
+    lnc = kw.get("lnc")
+    if lnc is not None and (isinstance(lnc, bool) or lnc not in (1, 2)):
         raise pytest.UsageError(f"{where}: @pytest.mark.nki(lnc={lnc!r}): expected 1 or 2")
     target = kw.get("target")
     targets = _parse_targets(target, f"{where}: @pytest.mark.nki(target=)") if target is not None else None
-    return targets, int(lnc), (isinstance(target, (list, tuple)))
+    return targets, (None if lnc is None else int(lnc)), (isinstance(target, (list, tuple)))
 
 
-def _user_parametrises(metafunc) -> bool:
+def _user_parametrises(metafunc, name: str) -> bool:
     for m in metafunc.definition.iter_markers("parametrize"):
         names = m.args[0] if m.args else m.kwargs.get("argnames", ())
         names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-        if _PARAM in names:
+        if name in names:
             return True
     return False
 
 
 def pytest_generate_tests(metafunc):
+    """Parametrise an NKI test over its targets (``--nki-target`` / a marker's list) and, if it
+    uses the ``nki_lnc`` fixture, over ``--nki-lnc`` (unless its marker gives ``lnc=``): one
+    parametrisation of both, their product, ids ``[trn2-lnc2]``; a run on a target without
+    that LNC is collected with a skip mark. Decision: ``--nki-lnc`` parametrises only tests that
+    ask for ``nki_lnc`` (directly or through another fixture): the plugin never changes how a
+    kernel launches, so another test would run the same thing twice."""
     marker = metafunc.definition.get_closest_marker("nki")
-    uses = _PARAM in metafunc.fixturenames or "nki_lnc" in metafunc.fixturenames
-    if marker is None and not uses:
+    uses_target = _PARAM in metafunc.fixturenames
+    uses_lnc = _LNC in metafunc.fixturenames
+    if marker is None and not uses_target and not uses_lnc:
         return
     plan = metafunc.config.stash[_PLAN]
     where = metafunc.definition.nodeid
-    m_targets, lnc, m_list = _marker_args(marker, where) if marker is not None else (None, 1, False)
-    if plan.targets is None and not (m_targets and m_list):
-        return                           # one run: the marker's single target or the environment's
-    if _user_parametrises(metafunc):
-        return                           # the test parametrises nki_target itself
-    skip_all = None
-    if plan.targets is not None and m_targets is not None:
-        targets = [t for t in plan.targets if t in m_targets]
-        if not targets:
-            targets = m_targets
-            skip_all = (f"nkisim: @pytest.mark.nki(target={m_targets}) allows none of "
-                        f"--nki-target={','.join(plan.targets)}")
+    m_targets, m_lnc, m_list = _marker_args(marker, where) if marker is not None else (None, None, False)
+
+    targets, skip_all = None, None           # None: the target is not parametrised
+    if (plan.targets is not None or (m_targets and m_list)) and not _user_parametrises(metafunc, _PARAM):
+        if plan.targets is not None and m_targets is not None:
+            targets = [t for t in plan.targets if t in m_targets]
+            if not targets:
+                targets = m_targets
+                skip_all = (f"nkisim: @pytest.mark.nki(target={m_targets}) allows none of "
+                            f"--nki-target={','.join(plan.targets)}")
+        else:
+            targets = plan.targets if plan.targets is not None else m_targets
+    lncs = None                              # None: the LNC is not parametrised
+    if plan.lncs is not None and uses_lnc and m_lnc is None and not _user_parametrises(metafunc, _LNC):
+        lncs = plan.lncs
+    if targets is None and lncs is None:
+        return                               # one run: the marker's single target or the environment's
+
+    def marks(target, lnc):
+        reason = skip_all or (_lnc_skip(target, lnc) if target is not None else None)
+        return (pytest.mark.skip(reason=reason),) if reason else ()
+
+    if targets is not None and lncs is not None:
+        params = [pytest.param(t, n, id=f"{t}-lnc{n}", marks=marks(t, n)) for t in targets for n in lncs]
+        names = [_PARAM, _LNC]
+    elif targets is not None:
+        params = [pytest.param(t, id=t, marks=marks(t, m_lnc or 1)) for t in targets]
+        names = [_PARAM]
     else:
-        targets = plan.targets if plan.targets is not None else m_targets
-    params = []
-    for t in targets:
-        marks = ()
-        reason = skip_all or _lnc_skip(t, lnc)
-        if reason:
-            marks = (pytest.mark.skip(reason=reason),)
-        params.append(pytest.param(t, id=t, marks=marks))
-    if _PARAM not in metafunc.fixturenames:
+        fixed = m_targets[0] if m_targets else None      # else the environment's, checked when run
+        params = [pytest.param(n, id=f"lnc{n}", marks=marks(fixed, n)) for n in lncs]
+        names = [_LNC]
+    if _PARAM in names and not uses_target:
         # A marked test that does not ask for the fixture: the run's target lives in its callspec
         # (pytest prunes the name from the fixtures it sets up).
         metafunc.fixturenames.append(_PARAM)
-    metafunc.parametrize(_PARAM, params, indirect=True)
+    metafunc.parametrize(names if len(names) > 1 else names[0], params, indirect=True)
 
 
 def _lnc_skip(target: str, lnc: int):
@@ -278,10 +331,12 @@ def nki_target(request):
 
 @pytest.fixture
 def nki_lnc(request, nki_target):
-    """The marker's ``lnc`` (1 or 2; default 1): launch ``kernel[nki_lnc](...)``. A run on a target
-    without that LNC is skipped."""
-    marker = request.node.get_closest_marker("nki")
-    lnc = _marker_args(marker, request.node.nodeid)[1] if marker is not None else 1
+    """The LNC of this test run (1 or 2): the marker's ``lnc=``, else this run's ``--nki-lnc``
+    value, else 1; launch ``kernel[nki_lnc](...)``. A run on a target without that LNC is skipped."""
+    lnc = getattr(request, "param", None)
+    if lnc is None:
+        marker = request.node.get_closest_marker("nki")
+        lnc = (_marker_args(marker, request.node.nodeid)[1] if marker is not None else None) or 1
     reason = _lnc_skip(nki_target, lnc)
     if reason:
         pytest.skip(reason)

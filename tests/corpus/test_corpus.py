@@ -341,7 +341,8 @@ def test_invalid_kernel_raises_named_error(case):
 @pytest.mark.parametrize("case", BAD, ids=lambda c: c.kernel.__name__)
 def test_findings_all_reports_the_same_error(case, capsys):
     """With findings="all" a broken instruction rule is recorded (the instruction skipped) with the
-    same class and message; rules outside instructions (allocation, views, launch) still raise."""
+    same class and message; rules outside instructions (allocation, views, launch) still raise,
+    the same message saying they are always fatal (``runtime.launch.run``)."""
     sim = nki.simulate(case.kernel, target=case.target, findings="all", **STRICT)
     sim = sim[case.lnc] if case.lnc != 1 else sim
     try:
@@ -352,7 +353,10 @@ def test_findings_all_reports_the_same_error(case, capsys):
     except NkiError as exc:
         found = [exc]
     assert found and all(type(e) is case.error for e in found), found
-    assert any(re.match(case.regex(), str(e)) for e in found), found
+    fatal = '; always fatal, even with findings="all": '
+    for e in found:
+        assert e.fatal == (fatal in str(e)) and str(e) == f"{e.op}: {e.what} ({e.where})"
+    assert any(re.match(case.regex(), f"{e.op}: {e.what.split(fatal)[0]} ({e.where})") for e in found), found
 
 
 # ---- valid kernels -------------------------------------------------------------------------

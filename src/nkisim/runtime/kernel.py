@@ -106,7 +106,8 @@ def simulate(kernel, **options) -> Callable:
     ``iteration_order``, ``seed``, ``findings`` ("first": stop at the first broken rule; "all": skip
     each failing instruction, print every finding grouped by rule, keep them in ``.findings`` of
     the returned callable, then raise one ``FindingsError`` holding them all; "warn": the same but
-    return normally), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
+    return normally; in every mode a rule broken outside any instruction, e.g. an out-of-bounds
+    slice, is always fatal: see ``runtime.launch.run``), ``barrier_timeout_s``, ``fast_paths`` (False: every fast path off;
     results are bit-identical). The options are the knobs of ``config.KNOBS`` that have one; an
     option given is not read from the environment. Unknown options raise TypeError.
 

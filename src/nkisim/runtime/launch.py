@@ -426,27 +426,83 @@ def _finish_core(core) -> None:
         seat.core_finished(core.core_id)
 
 
-def _report(func, found) -> None:
+def _report(func, found, stopped=None) -> None:
     """Print every finding of a findings="all"/"warn" run, grouped by rule (error class), to stderr;
-    identical findings (a loop repeating one broken rule) print once, with their count."""
+    identical findings (a loop repeating one broken rule) print once, with their count. ``stopped``:
+    the exception that ended the launch (an always-fatal NkiError among ``found``, or a Python
+    error the kernel raised after a skipped instruction), named on the header line."""
     groups: dict = {}
     for e in found:
         groups.setdefault(type(e).__name__, Counter())[str(e)] += 1
-    lines = [f"nkisim: {len(found)} finding(s) in kernel {getattr(func, '__name__', func)}"]
+    head = f"nkisim: {len(found)} finding(s) in kernel {getattr(func, '__name__', func)}"
+    if isinstance(stopped, NkiError):
+        head += f"; the kernel stopped at the {type(stopped).__name__}, which is always fatal"
+    elif stopped is not None:
+        head += (f"; then the kernel raised {type(stopped).__name__} (the result of a skipped call "
+                 f"is a placeholder tile, or None)")
+    lines = [head]
     for kind, texts in groups.items():
         lines.append(f"  {kind} ({sum(texts.values())}):")
         lines.extend(f"    {t}" + (f"  (x{n})" if n > 1 else "") for t, n in texts.items())
     print("\n".join(lines), file=sys.stderr)
 
 
+# ---- which findings a findings="warn"/"all" launch can go on past -------------------------------
+
+_FATAL_WHY = (
+    # (error classes, ops) -> why the kernel cannot go on; the first match wins
+    ((), ("tensor indexing", "tensor assignment", "index expression", "block tensor indexing",
+          "block tensor assignment", "mask", "nested mask"),
+     "an access outside a tensor, or a view that does not fit it, has no elements to go on with"),
+    (("LoopLimitError",), (), "the loop would never end"),
+    (("DeadlockError",), (), "the cores would wait for each other forever"),
+    ((), ("nki.jit", "nki.simulate", "kernel argument", "kernel result"),
+     "the launch itself (its grid, arguments or results) is invalid"),
+)
+
+
+def _fatal_reason(exc: NkiError) -> str:
+    """Why the kernel cannot go on past ``exc`` (a rule broken outside any instruction)."""
+    name, op = type(exc).__name__, exc.op
+    if op.startswith("NkiTensor"):
+        return _FATAL_WHY[0][2]
+    for classes, ops, why in _FATAL_WHY:
+        if name in classes or op in ops:
+            return why
+    if op in _ALLOCATING:
+        return "no tensor was allocated to go on with"
+    return f"{op} is no instruction that could be skipped"
+
+
+_ALLOCATING = frozenset({"nl.ndarray", "nl.zeros", "nl.ones", "nl.full", "nl.empty_like", "nl.zeros_like",
+                         "nl.ones_like", "nl.full_like", "nl.shared_constant", "nl.shared_identity_matrix"})
+
+
+def mark_fatal(exc: BaseException, mode: str) -> None:
+    """Say in ``exc``'s message that its rule is always fatal: the NkiError reached the launch
+    under findings="warn"/"all" (``mode``), so no instruction recorded it (see ``run``). Sets
+    ``exc.fatal = True``; idempotent; nothing for other exceptions or mode "first"."""
+    if mode == "first" or not isinstance(exc, NkiError) or isinstance(exc, FindingsError) \
+            or getattr(exc, "fatal", False):
+        return
+    exc.fatal = True
+    exc.what = (f"{exc.what}; always fatal, even with findings=\"{mode}\": {_fatal_reason(exc)}, "
+                f"so the kernel stopped here")
+    exc.args = (f"{exc.op}: {exc.what} ({exc.where})",)
+
+
 def _findings_error(func, found: list) -> FindingsError:
     """The one error a findings="all" launch with findings raises: every finding in ``.findings``;
-    the message counts them by kind and quotes the first (located at the first's line)."""
+    the message counts them by kind and quotes the first (located at the first's line), and names
+    the always-fatal one the kernel stopped at, if it did."""
     counts = Counter(type(e).__name__ for e in found)
     kinds = ", ".join(f"{n} {k}" for k, n in counts.items())
-    first = found[0]
+    first, last = found[0], found[-1]
+    stop = ""
+    if getattr(last, "fatal", False) and len(found) > 1:
+        stop = f"; the kernel stopped at the last, an always-fatal {type(last).__name__} ({last.where})"
     return FindingsError("nki.simulate", f"kernel {getattr(func, '__name__', func)} broke {len(found)} "
-                                         f"rule(s) ({kinds}); the first: {first.op}: {first.what}",
+                                         f"rule(s) ({kinds}); the first: {first.op}: {first.what}{stop}",
                          where=first.where, findings=found)
 
 
@@ -500,6 +556,26 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     raised; at the end they are printed grouped by rule and appended to ``findings`` (if given);
     then "all" raises one FindingsError holding them all (the caller's arrays restored: a kernel
     whose rules broke does not look like a success), "warn" returns normally.
+    Decision (what "warn" and "all" can go on past, for every rule kind): a rule is skippable
+    where it is broken, not by its error class. Every rule broken inside an instruction (any
+    ``nisa`` op, an ``nl`` function that issues instructions, a collective; each error class:
+    shape, dtype, memory space, bounds of an access pattern, capacity, race, uninitialised read,
+    argument, engine, unsupported, and a deadlock at a sync point: ``core_barrier``,
+    ``sendrecv``, a collective) is a finding the kernel goes on past: the instruction is
+    skipped (its destination keeps its old values; an ``nl`` function returns a placeholder
+    tile). A rule broken outside any instruction is always fatal, in every mode: there is nothing
+    to skip and no value to go on with. These are: indexing a tensor (a slice or index outside
+    it, a reshape or view that does not fit it, an index expression or mask nkisim cannot
+    build: BoundsError, ShapeError, UnsupportedError), allocating one (``nl.ndarray`` and the
+    other creation functions: ShapeError, DtypeError, MemorySpaceError), a dynamic loop over its
+    limit (LoopLimitError: ``while``, ``nl.while_loop``, ``nl.dynamic_range``), and the launch itself
+    (its grid or LNC, its arguments, its results: UnsupportedError, KernelArgumentError,
+    CapacityError, MemorySpaceError). Under "warn" or "all" such an error ends the launch with
+    its message saying so ("...; always fatal, even with findings="warn": <why>, so the kernel
+    stopped here", ``mark_fatal``; ``.fatal`` is True): "warn" raises that error itself (after
+    printing the findings before it), "all" raises the FindingsError holding them all, that one
+    last. A Python error the kernel raises after a skipped instruction (it could not use the
+    placeholder) propagates as it is; the findings report names it.
     Decision: NumPy's floating-point warnings (NaN/inf arithmetic, casts) are silenced for the
     whole launch (``np.errstate(all="ignore")``, entered once per launch and once per LNC2
     core): NaN and inf are values the hardware computes, not errors of the caller's code.
@@ -509,6 +585,14 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
     ``def`` line).
     """
     settings = settings or Settings.from_env()
+    try:
+        return _run(func, args, kwargs, lnc, program_ndim, settings, findings, seat)
+    except NkiError as exc:
+        mark_fatal(exc, settings.findings)     # e.g. a launch error, raised before the kernel runs
+        raise
+
+
+def _run(func, args, kwargs, lnc, program_ndim, settings, findings, seat):
     target = arch.get(settings.target)
     if lnc not in (1, 2):
         raise UnsupportedError("nki.jit", f"launch grid [{lnc}] is not supported; use kernel[1] or kernel[2] (LNC2)",
@@ -598,12 +682,14 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, s
         _hand_over_events(launch)
         for _, t, _ in reversed(bound):
             access.restore(t)
+        mark_fatal(exc, settings.findings)
         if launch.findings:
             if isinstance(exc, FindingsError):
                 found = exc.findings
+                _report(user_func, found, found[-1] if getattr(found[-1], "fatal", False) else None)
             else:
                 found = launch.findings + ([exc] if isinstance(exc, NkiError) else [])
-            _report(user_func, found)
+                _report(user_func, found, exc if isinstance(exc, Exception) else None)
             _keep(findings, found)
             if settings.findings == "all" and isinstance(exc, NkiError) and not isinstance(exc, FindingsError):
                 raise _findings_error(user_func, found) from exc
