@@ -475,3 +475,36 @@ def test_stretched_sources_must_fit_sbuf_else_the_first_schedules_error():
     # a big tile that leaves room for the stretched sources fits
     out = nki.simulate(_last_reader_accumulators(big_between=50000), target="trn2")(st, mv)
     np.testing.assert_array_equal(out, np.zeros((12, 128, 512), np.float32))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_all_at_once_shortcut_agrees_with_the_sweep(seed, monkeypatch):
+    """``CoreMemory.check`` skips a buffer's sweep when its tiles would fit even all live at once;
+    on random tile sets (some fitting, some not, some live only in turn) the outcome -- pass, or
+    the CapacityError's text -- is the same with the shortcut turned off."""
+    from nkisim.memory import capacity
+    rng = np.random.default_rng(seed)
+    n_sb, n_ps = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+    sb = [(int(rng.choice([16, 64, 65, 128])), int(rng.choice([1000, 20000, 40000]))) for _ in range(n_sb)]
+    ps = [(int(rng.choice([32, 128])), int(rng.choice([128, 384, 512, 1024]))) for _ in range(n_ps)]
+    apart = bool(rng.integers(0, 2))
+
+    def kernel(x):
+        tiles = [nl.ndarray(s, dtype=nl.float32, buffer=nl.sbuf) for s in sb]
+        tiles += [nl.ndarray(s, dtype=nl.float32, buffer=nl.psum) for s in ps]
+        if apart:
+            for t in tiles:
+                use(t)
+        else:
+            use(*tiles)
+
+    def outcome():
+        try:
+            run(kernel)
+        except CapacityError as exc:
+            return str(exc)
+        return "passed"
+    with_shortcut = outcome()
+    monkeypatch.setattr(capacity, "_sbuf_fits_at_once", lambda recs, t: False)
+    monkeypatch.setattr(capacity, "_psum_fits_at_once", lambda recs, t: False)
+    assert outcome() == with_shortcut

@@ -314,10 +314,11 @@ class CoreMemory:
         for r in self.recs:
             r.start = r.birth(stretch)
         for buffer in ("sbuf", "psum"):        # in birth order; a placed tensor never used is none
-            recs = sorted((r for r in self.recs if r.buffer == buffer and r.start is not None),
-                          key=lambda r: r.start)
-            if recs:
-                (self._sweep_sbuf if buffer == "sbuf" else self._sweep_psum)(recs, t, record)
+            recs = [r for r in self.recs if r.buffer == buffer and r.start is not None]
+            if not recs or (_sbuf_fits_at_once(recs, t) if buffer == "sbuf" else _psum_fits_at_once(recs, t)):
+                continue
+            recs.sort(key=_start)
+            (self._sweep_sbuf if buffer == "sbuf" else self._sweep_psum)(recs, t, record)
 
     def _fail(self, error, record):
         if record is None or not record(error):
@@ -413,6 +414,45 @@ class CoreMemory:
                 continue
             r.offset = start
             heapq.heappush(live, (r.end, id(r), r))
+
+
+def _start(r):
+    return r.start
+
+
+def _sbuf_fits_at_once(recs, t) -> bool:
+    """True when the SBUF allocations ``recs`` would pass ``_sweep_sbuf`` even if all were live at
+    once: none placed by address, none wider than a partition, and the sums of the sweep's three
+    live totals (area, middle-partition bytes, wide-tile partitions) over all of them within the
+    limits. The sweep's live sets are subsets, so it could raise nothing (and it changes nothing
+    else): a kernel whose tiles fit together skips it (speed; no visible effect)."""
+    limit, half, pmax = t.sbuf_usable_bytes, t.pmax // 2, t.pmax
+    used = mid = wide = 0
+    for r in recs:
+        nbytes = r.nbytes
+        if r.address is not None or nbytes > limit:
+            return False
+        parts = int(r.shape[0]) if r.shape else 1
+        used += parts * nbytes
+        if parts > half:
+            mid += nbytes
+        if 2 * nbytes > limit:
+            wide += parts
+    return used <= pmax * limit and mid <= limit and wide <= pmax
+
+
+def _psum_fits_at_once(recs, t) -> bool:
+    """True when ``_sweep_psum`` could raise nothing for ``recs``: none placed by address, each
+    within one bank, no more of them than banks (whatever else is live, a bank is then empty and
+    first fit places the tile). The sweep's only other effect, ``Rec.offset``, is read by nothing
+    but the sweep (speed; no visible effect)."""
+    if len(recs) > t.psum_num_banks:
+        return False
+    bank, align = t.psum_bank_bytes, t.psum_min_align
+    for r in recs:
+        if r.address is not None or max(align, -(-r.nbytes // align) * align) > bank:
+            return False
+    return bank * t.psum_num_banks <= t.psum_partition_bytes
 
 
 def _place(nbytes, bank, total, used):
