@@ -434,12 +434,14 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     operand like a NumPy array (right-aligned, but an operand's dim 0 takes the mask's first
     axis; ``MASK_AXES`` for ops whose dst axes differ); see
     ``memory.masks.axis_ranges`` for which dims are restricted. An empty mask issues no
-    instruction (no event). Tensor operands only (gathered / scattered views stay whole).
+    instruction (no event).
     A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
     restricted to its bounding box and the instruction's writes store only the elements it keeps
     (``access.keeping``); the elements of the box it drops are still read (Decision: the docs
     define masks as ranges; this serves ``nisa.affine_select``-style predicates). It raises
-    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction)."""
+    UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction).
+    A gathered / scattered view (``t[b, idx_tile, i_f]``) is restricted like a tensor: its kept
+    rows read only their own entries of the index tile (``IndirectTensor.restricted``)."""
     if box.empty:
         return None
     roles = MASK_AXES.get(spec.api)
@@ -450,13 +452,13 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     for r in (*spec.reads, *spec.writes):
         i = spec.index[r]
         a = out[i]
-        if type(a) is not NkiTensor:
+        if type(a) is not NkiTensor and type(a) is not IndirectTensor:
             continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
         ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
         if ranges is not None:
-            out[i] = _affine.restrict(a, ranges)
+            out[i] = _affine.restrict(a, ranges) if type(a) is NkiTensor else a.restricted(ranges)
     return tuple(out)
 
 

@@ -41,6 +41,8 @@ class Beta1Op(_ops.Op):
     def __call__(self, *args, mask=None, dtype=None, **kwargs):
         if dtype is None and self.name in _BOOL_RESULT:
             dtype = _d.bool_
+        elif dtype is None and self.name == "divide" and len(args) == 2 and _all_integer(args):
+            dtype = _d.float32
         with masked(mask):
             if len(args) == 2 and self.name in _tile._BINARY:
                 args = _partition_broadcast(*args)
@@ -53,6 +55,23 @@ class Beta1Op(_ops.Op):
 
 
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
+
+
+def _all_integer(args) -> bool:
+    """Both operands of ``x / y`` integer (tiles of an integer dtype, Python / NumPy ints).
+
+    Decision: Beta-1 ``x / y`` (``nl.divide``) of two integer operands, no ``dtype=`` given, is
+    true division into float32 (Python's and NumPy's ``/``; the Vector Engine divides in fp32),
+    not the integer promotion of the type-promotion table: Beta-1 kernels floor it themselves
+    (nki-samples' resize_nearest: ``nl.floor(iota / w, dtype=nl.int32)``, checked against a
+    NumPy floor division), which an integer quotient rounded to nearest would break."""
+    for a in args:
+        if isinstance(a, NkiTensor):
+            if _d.is_float(a.dtype) or a.dtype == _d.bool_:
+                return False
+        elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            return False
+    return True
 
 
 def _trailing_axes(args, kwargs):
@@ -333,8 +352,23 @@ _MISSING = {
     "atomic_rmw": "nisa.dma_compute(dst, (value, dst), nl.add) on the indexed rows",
     "all_reduce": "nki.collectives (all_reduce over ranks)",
     "gemm_grid": None, "gemm_stationary_grid": None,
-    "finfo": "numpy.finfo / ml_dtypes.finfo of the dtype",
 }
+
+
+def finfo(dtype):
+    """``nl.finfo(dtype)``: the machine limits of a float dtype (``.min``, ``.max``, ``.eps``,
+    ``.tiny``, ``.bits``), NKI's low-precision floats included (bfloat16, float8_e4m3, ...).
+    Decision: the docs give only the signature; this is NumPy's ``finfo`` (ml_dtypes' for the
+    dtypes NumPy lacks), a host-side constant as in NumPy. Raises ArgumentError for a dtype that
+    is not an NKI float dtype, UnsupportedError for tfloat32."""
+    import ml_dtypes
+    dt = _d.as_dtype(dtype)
+    if dt is None or not _d.is_float(dt):
+        raise ArgumentError("nl.finfo", f"dtype {dtype!r} is not an NKI float dtype")
+    if dt == _d.tfloat32:
+        raise UnsupportedError("nl.finfo", "tfloat32 has no NumPy / ml_dtypes finfo; use nl.finfo(nl.float32) "
+                                           "for its range")
+    return ml_dtypes.finfo(dt)
 
 
 def __getattr__(name):
@@ -352,6 +386,6 @@ __all__ = sorted(set(TOKENS) | {
     "Beta1Op", "load", "store", "load_transpose2d", "matmul", "transpose", "softmax", "rms_norm", "where",
     "gather_flattened", "dropout", "device_print", "broadcast_to", "expand_dims", "ds", "rand",
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
-    "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+    "static_cast", "finfo", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "loop_reduce", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
     "par_dim", "masked", "affine_range", "sequential_range", "static_range"})

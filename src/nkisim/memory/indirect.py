@@ -72,6 +72,25 @@ class IndirectTensor:
         """The runtime row indices (int64), one per row of the view."""
         return self.index.np().reshape(-1)[: self.shape[0]].astype(np.int64)
 
+    def restricted(self, ranges: tuple) -> "IndirectTensor":
+        """The sub-view keeping positions ``ranges[d] = (lo, hi)`` of each dim (None: whole dim),
+        a masked instruction's operand (``memory.affine.restrict`` for gathered views): rows
+        ``lo:hi`` take indices ``lo:hi`` of the index tile, so masked-off rows' indices are never
+        read (they may be out of bounds)."""
+        counts, offset, index = list(self.shape), self.offset, self.index
+        for d, r in enumerate(ranges):
+            if r is None:
+                continue
+            lo, hi = r
+            counts[d] = hi - lo
+            if d == 0:
+                index = index[lo:hi]
+            else:
+                offset += lo * self.steps[d]
+        v = IndirectTensor(self.base, index, counts, self.steps, offset)
+        v.row_step, v.rows_in_base = self.row_step, self.rows_in_base
+        return v
+
     def row_view(self, row: int, op: str) -> NkiTensor:
         """Row ``row`` of the base as a strided view of the pattern's inner dims (bounds-checked)."""
         inner_counts = self.shape[1:] or (1,)
