@@ -172,3 +172,19 @@ def test_finfo_rejects_int_and_tfloat32():
         nl.finfo(nl.int32)
     with pytest.raises(UnsupportedError, match="tfloat32"):
         nl.finfo(nl.tfloat32)
+
+
+# ---- lazy_initialization= ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_lazy_initialization_fills_as_usual(lazy):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        f = nl.full(a.shape, fill_value=-3.0, dtype=nl.float32, buffer=nl.sbuf, lazy_initialization=lazy)
+        z = nl.zeros(a.shape, dtype=nl.float32, buffer=nl.sbuf, lazy_initialization=lazy)
+        nl.store(out, nl.add(nl.add(f, z), nl.load(a)))
+        return out
+
+    a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), a - 3)

@@ -224,20 +224,23 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
     return _alloc(lambda: _creation.ndarray(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.zeros(shape, dtype, *, buffer=None, name='')``."""
+def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.zeros(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``)."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.zeros(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def ones(shape, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.ones(shape, dtype, *, buffer=None, name='')``."""
+def ones(shape, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.ones(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``)."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.ones(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.full(shape, fill_value, dtype, *, buffer=None, name='')``."""
+def full(shape, fill_value, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.full(shape, fill_value, dtype, *, buffer=None, name='')``.
+    Decision: ``lazy_initialization=`` (undocumented; nki-samples' flash attention passes it to
+    nl.full / nl.zeros) only tells the compiler when it may issue the fill; the tensor holds the
+    fill value either way, so it is accepted and the fill is issued at once."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.full(shape, fill_value, dtype, buffer=buffer, name=name, **kwargs),
                   shape, dtype, buffer)
