@@ -188,3 +188,23 @@ def test_lazy_initialization_fills_as_usual(lazy):
 
     a = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), a - 3)
+
+
+# ---- affine_select of a PSUM tile ---------------------------------------------------------------
+
+def test_affine_select_of_a_psum_matmul_result_is_a_causal_mask():
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        ps = nisa.nc_matmul(nl.load(a), nl.load(b))          # (128, 128) fp32 in PSUM
+        i_p, i_f = nl.mgrid[0:128, 0:128]
+        r = nisa.affine_select(pred=(i_p - i_f >= 0), on_true_tile=ps, on_false_value=-9984.0,
+                               dtype=nl.float32)
+        nl.store(out, r)
+        return out
+
+    rng = np.random.default_rng(4)
+    a = rng.random((64, 128), dtype=np.float32)
+    b = rng.random((64, 128), dtype=np.float32)
+    want = np.where(np.tril(np.ones((128, 128), bool)), a.T.astype(np.float64) @ b, -9984.0)
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, b), want, rtol=1e-5)

@@ -403,6 +403,9 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     value = offset + channel_multiplier * p + sum(step_k * i_k), read off the expression.
     Decision: a conjunction of comparisons (``&``) is two instructions, a memset of
     on_false_value and a tensor_copy of on_true_tile under the mask ``pred``.
+    Decision: an on_true_tile in PSUM (nki-samples' flash attention selects straight from a
+    matmul's PSUM tile) is first copied to SBUF (one nisa.tensor_copy under the same mask), as
+    the GpSimd engine cannot access PSUM; Beta 1's compiler placed such tiles itself.
     Raises UnsupportedError for a predicate that is neither."""
     _no_kwargs("nisa.affine_select", kwargs)
     op = "nisa.affine_select"
@@ -410,6 +413,10 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     shape = tuple(on_true_tile.shape)
     with masked(mask):
         dst = _new(shape, _dt(dtype, on_true_tile))
+        if isinstance(on_true_tile, NkiTensor) and on_true_tile.buffer is psum:
+            staged = _creation.ndarray(shape, on_true_tile.dtype, buffer=sbuf)
+            _isa.tensor_copy(staged, on_true_tile)
+            on_true_tile = staged
         if terms is not None and len(terms) == 1:
             expr, cmp = terms[0]
             coefs = (0,) * (len(shape) - len(expr.coefs)) + tuple(expr.coefs)
