@@ -208,3 +208,24 @@ def test_affine_select_of_a_psum_matmul_result_is_a_causal_mask():
     b = rng.random((64, 128), dtype=np.float32)
     want = np.where(np.tril(np.ones((128, 128), bool)), a.T.astype(np.float64) @ b, -9984.0)
     np.testing.assert_allclose(nki.simulate_kernel(k, a, b), want, rtol=1e-5)
+
+
+# ---- t[...] = <a call under mask=> writes only what the mask keeps ----------------------------------
+
+@pytest.mark.parametrize("mask_kind", ["false", "rows"])
+def test_assigning_a_masked_result_keeps_the_masked_off_elements(mask_kind):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        buf = nl.load(a)
+        i_p = nl.arange(128)[:, None]
+        m = False if mask_kind == "false" else (i_p < 40)
+        buf[...] = nl.multiply(buf, 10.0, mask=m)
+        nl.store(out, buf)
+        return out
+
+    a = np.random.default_rng(5).random((128, 16), dtype=np.float32)
+    want = a.copy()
+    if mask_kind == "rows":
+        want[:40] *= np.float32(10.0)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), want)
