@@ -229,3 +229,30 @@ def test_assigning_a_masked_result_keeps_the_masked_off_elements(mask_kind):
     if mask_kind == "rows":
         want[:40] *= np.float32(10.0)
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), want)
+
+
+# ---- index-expression views with more free dims than one instruction's access pattern --------------
+
+def test_beta1_view_with_six_free_dims_runs():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 2, 2, 2, 3, 3, 3), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)                                   # (128, 8, 8, 8)
+        i_p = nl.arange(128)[:, None, None, None, None, None, None]
+        x = nl.arange(2)
+        y = nl.arange(3)
+        i_d = x[None, :, None, None, None, None, None] + y[None, None, None, None, :, None, None]
+        i_h = x[None, None, :, None, None, None, None] + y[None, None, None, None, None, :, None]
+        i_w = x[None, None, None, :, None, None, None] + y[None, None, None, None, None, None, :]
+        r = nl.multiply(t[i_p, i_d * 2, i_h * 2, i_w * 2], 0.5)
+        nl.store(out, r)
+        return out
+
+    a = np.random.default_rng(6).random((128, 8, 8, 8), dtype=np.float32)
+    x = np.arange(2)
+    y = np.arange(3)
+    d = 2 * (x[:, None, None, None, None, None] + y[None, None, None, :, None, None])
+    h = 2 * (x[None, :, None, None, None, None] + y[None, None, None, None, :, None])
+    w = 2 * (x[None, None, :, None, None, None] + y[None, None, None, None, None, :])
+    want = a[:, d, h, w] * np.float32(0.5)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, a), want)
