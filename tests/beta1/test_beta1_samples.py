@@ -256,3 +256,47 @@ def test_beta1_view_with_six_free_dims_runs():
     w = 2 * (x[None, None, :, None, None, None] + y[None, None, None, None, None, :])
     want = a[:, d, h, w] * np.float32(0.5)
     np.testing.assert_array_equal(nki.simulate_kernel(k, a), want)
+
+
+# ---- nl.loop_reduce into a subscript, a (P,) result into a (P, 1) column ----------------------------
+
+def test_loop_reduce_into_a_subscript_of_a_block_tensor_accumulates():
+    @nki.jit
+    def k(a):
+        T = a.shape[0] // 128
+        out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((2, nl.par_dim(128), 64), dtype=nl.float32)
+        col = nl.zeros((nl.par_dim(128), 2), dtype=nl.float32)
+        for j in nl.affine_range(2):
+            for t in nl.sequential_range(T):
+                x = nl.load(a[t * 128:(t + 1) * 128, j * 64:(j + 1) * 64])
+                acc[j, :, :] = nl.loop_reduce(x, op=np.add, loop_indices=(t,), dtype=nl.float32)
+                s = nisa.tensor_reduce(np.add, data=x, axis=(1,), dtype=nl.float32)      # (128,)
+                col[:, j] = nl.loop_reduce(s, op=np.add, loop_indices=(t,), dtype=nl.float32)
+            nl.store(out[j], value=acc[j, :, :])
+        sums = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(sums, value=col)
+        return out, sums
+
+    a = np.random.default_rng(7).random((128 * 3, 128), dtype=np.float32)
+    out, sums = nki.simulate_kernel(k, a)
+    tiles = a.reshape(3, 128, 2, 64).astype(np.float64)
+    np.testing.assert_allclose(out, tiles.sum(0).transpose(1, 0, 2), rtol=1e-6)
+    np.testing.assert_allclose(sums, tiles.sum((0, 3)), rtol=1e-5)
+
+
+# ---- nc_matmul of a PSUM operand (an nc_transpose result) ---------------------------------------
+
+def test_nc_matmul_of_a_transposed_psum_tile():
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nisa.nc_transpose(nl.load(a))              # (128, 64) -> (64, 128), a Tensor-engine PSUM tile
+        assert t.buffer == nl.psum
+        nl.store(out, nisa.nc_matmul(t, nl.load(b)))   # t.T @ b = a @ b
+        return out
+
+    rng = np.random.default_rng(8)
+    a = rng.random((128, 64), dtype=np.float32)
+    b = rng.random((64, 256), dtype=np.float32)
+    np.testing.assert_allclose(nki.simulate_kernel(k, a, b), a.astype(np.float64) @ b, rtol=1e-5)

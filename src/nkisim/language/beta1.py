@@ -318,15 +318,24 @@ def tensor_method(name, t, *args):
 
 
 # ---- loop_reduce ---------------------------------------------------------------------------------
-_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[[^=]*\])?\s*=(?!=)")
+_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(\[[^=]*\])?\s*=(?!=)")
 
 
 def _assigned_value(frame):
-    """The value the caller's statement ``name = nl.loop_reduce(...)`` (or ``name[...] = ...``)
-    assigns over: ``name`` in the caller's locals, or None."""
+    """The value the caller's statement ``name = nl.loop_reduce(...)`` (or ``name[key] = ...``)
+    assigns over: ``name`` in the caller's locals (``name[key]``, the key evaluated in the
+    caller's frame, when the statement assigns to a subscript), or None."""
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     m = _TARGET.match(line)
-    return frame.f_locals.get(m.group(1)) if m else None
+    if not m:
+        return None
+    value = frame.f_locals.get(m.group(1))
+    if m.group(2) and value is not None:
+        try:
+            return eval(m.group(1) + m.group(2), frame.f_globals, dict(frame.f_locals))   # noqa: S307
+        except Exception:           # noqa: BLE001  (a key this line cannot rebuild: no reduction)
+            return None
+    return value
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
@@ -335,13 +344,18 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     rhs input to op", ``b = nisa.tensor_tensor(data1=b, data2=x, op=op)``). One Vector engine
     tensor_tensor into a new SBUF tile (``dtype`` or x's dtype).
     Decision: ``b`` is found as the name the calling statement assigns (``b = ...`` /
-    ``b[...] = ...``, read from the kernel's source line); when there is none (or it is not a
-    tile) the reduction starts from ``x`` (a copy of x), which is ``op(identity, x)``.
+    ``b[key] = ...``, read from the kernel's source line, the key evaluated in the caller's
+    frame); x of b's partition count and element count but another shape (a (P,) reduction
+    into a (P, 1) column) is viewed as b's shape; when there is no b (or it is not a tile of
+    x's shape) the reduction starts from ``x`` (a copy of x), which is ``op(identity, x)``.
     ``loop_indices`` only tells the compiler which loops reduce; it is not used."""
     if kwargs:
         raise TypeError(f"nl.loop_reduce() got an unexpected keyword argument {next(iter(kwargs))!r}")
     prev = _assigned_value(sys._getframe(1))
     out_dtype = dtype if dtype is not None else x.dtype
+    if (isinstance(prev, NkiTensor) and isinstance(x, NkiTensor) and tuple(prev.shape) != tuple(x.shape)
+            and prev.size == x.size and prev.shape and x.shape and prev.shape[0] == x.shape[0]):
+        x = x.reshape(tuple(prev.shape))   # a (P,) reduction result into a (P, 1) column: one view
     with masked(mask):
         if isinstance(prev, NkiTensor) and tuple(prev.shape) == tuple(x.shape):
             dst = _creation.ndarray(x.shape, out_dtype, buffer=sbuf)
