@@ -434,14 +434,15 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
     operand like a NumPy array (right-aligned, but an operand's dim 0 takes the mask's first
     axis; ``MASK_AXES`` for ops whose dst axes differ); see
     ``memory.masks.axis_ranges`` for which dims are restricted. An empty mask issues no
-    instruction (no event).
+    instruction (no event). Tensor operands only (gathered / scattered views stay whole).
     A predicate that is not a range of each axis (``iy < ix``; ``Box.keep``): the operands are
     restricted to its bounding box and the instruction's writes store only the elements it keeps
     (``access.keeping``); the elements of the box it drops are still read (Decision: the docs
     define masks as ranges; this serves ``nisa.affine_select``-style predicates). It raises
     UnsupportedError on matmul / transpose, and on a dst not of the mask's grid (a reduction).
-    A gathered / scattered view (``t[b, idx_tile, i_f]``) is restricted like a tensor: its kept
-    rows read only their own entries of the index tile (``IndirectTensor.restricted``)."""
+    A gather / scatter view (``t[idx_tile, i_f]``) is restricted like a tensor: the rows it
+    keeps keep their index-tile entries (masked-off rows' indices are never read); under a
+    non-range mask the indirect DMA copies row by row, each row keeping its own elements."""
     if box.empty:
         return None
     roles = MASK_AXES.get(spec.api)
@@ -449,17 +450,34 @@ def _masked_args(spec: OpSpec, args: tuple, box) -> tuple | None:
         raise UnsupportedError(spec.api, "a mask that is not a range of each axis (e.g. i_f < i_p) on an "
                                          "instruction whose output axes are not its inputs'")
     out = list(args)
+    done = {}                           # id(operand) -> its restriction: one view per operand
     for r in (*spec.reads, *spec.writes):
         i = spec.index[r]
         a = out[i]
-        if type(a) is not NkiTensor and type(a) is not IndirectTensor:
-            continue
         if a is not args[i]:            # a role both read and written: restricted once
             continue
-        ranges = _masks.axis_ranges(box, a.shape, roles.get(r) if roles else None)
-        if ranges is not None:
-            out[i] = _affine.restrict(a, ranges) if type(a) is NkiTensor else a.restricted(ranges)
+        axes = roles.get(r) if roles else None
+        if type(a) in (list, tuple):    # a list of operands (dma_compute's srcs): each restricted
+            out[i] = type(a)(_restricted(spec, box, x, axes, done) for x in a)
+        else:
+            out[i] = _restricted(spec, box, a, axes, done)
     return tuple(out)
+
+
+def _restricted(spec: OpSpec, box, a, axes, done: dict):
+    """``a`` (a tensor or a gather / scatter view, else unchanged) restricted to the positions
+    ``box`` keeps; a gather / scatter view keeps the index rows it keeps. An operand passed
+    twice (dma_compute's dst among its srcs) gets the same view both times."""
+    kind = type(a)
+    if kind is not NkiTensor and kind is not IndirectTensor:
+        return a
+    hit = done.get(id(a))
+    if hit is not None:
+        return hit
+    ranges = _masks.axis_ranges(box, a.shape, axes)
+    v = a if ranges is None else _affine.restrict(a, ranges) if kind is NkiTensor else a.restrict(ranges, spec.api)
+    done[id(a)] = v
+    return v
 
 
 def _rules(spec: OpSpec, ins: Ins, args: tuple) -> Passed:

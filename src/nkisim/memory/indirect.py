@@ -72,11 +72,11 @@ class IndirectTensor:
         """The runtime row indices (int64), one per row of the view."""
         return self.index.np().reshape(-1)[: self.shape[0]].astype(np.int64)
 
-    def restricted(self, ranges: tuple) -> "IndirectTensor":
-        """The sub-view keeping positions ``ranges[d] = (lo, hi)`` of each dim (None: whole dim),
-        a masked instruction's operand (``memory.affine.restrict`` for gathered views): rows
-        ``lo:hi`` take indices ``lo:hi`` of the index tile, so masked-off rows' indices are never
-        read (they may be out of bounds)."""
+    def restrict(self, ranges: tuple, op: str) -> "IndirectTensor":
+        """The sub-view keeping positions ``ranges[d] = (lo, hi)`` of each dim (None: whole dim):
+        a masked instruction's gathered / scattered operand. Rows ``lo:hi`` keep their index
+        tile entries ``lo:hi`` (the masked-off rows' indices are never read, so their values,
+        even out of bounds, do not matter); an inner dim's range moves the pattern's offset."""
         counts, offset, index = list(self.shape), self.offset, self.index
         for d, r in enumerate(ranges):
             if r is None:
@@ -84,12 +84,11 @@ class IndirectTensor:
             lo, hi = r
             counts[d] = hi - lo
             if d == 0:
-                index = index[lo:hi]
+                index = index._view((hi - lo,) + tuple(index.shape[1:]), index.strides,
+                                    index.offset + lo * index.strides[0], op)
             else:
                 offset += lo * self.steps[d]
-        v = IndirectTensor(self.base, index, counts, self.steps, offset)
-        v.row_step, v.rows_in_base = self.row_step, self.rows_in_base
-        return v
+        return IndirectTensor(self.base, index, counts, self.steps, offset)
 
     def row_view(self, row: int, op: str) -> NkiTensor:
         """Row ``row`` of the base as a strided view of the pattern's inner dims (bounds-checked)."""
@@ -134,8 +133,14 @@ def valid_rows(view: IndirectTensor, op: str, skip: bool) -> np.ndarray:
     ok = (idx >= 0) & (idx < view.rows_in_base) & (lo >= 0) & (hi < view.base.storage.size)
     if not skip and not ok.all():
         w = int(np.flatnonzero(~ok)[0])
-        raise BoundsError(op, f"vector_offset index {int(idx[w])} at partition {w} is outside 0:"
+        err = BoundsError(op, f"vector_offset index {int(idx[w])} at partition {w} is outside 0:"
                               f"{view.rows_in_base} rows of {view.base._label()} (oob_mode=error)")
+        # the first element of the bad row, as an element index of the flattened base tensor
+        # (what the Beta-1 face reports as the documented IndexError, see runtime.beta1)
+        inside = 0 <= idx[w] < view.rows_in_base
+        err.element = int(start[w] if not inside else lo[w] if lo[w] < 0 else hi[w]) - view.base.offset
+        err.elements = view.base.size
+        raise err
     return ok
 
 
