@@ -33,6 +33,23 @@ _BOOL_RESULT = {"equal", "not_equal", "greater", "greater_equal", "less", "less_
                 "logical_or", "logical_xor", "logical_not", "all"}
 
 
+def _all_integer(args) -> bool:
+    """Both operands of ``x / y`` integer (tiles of an integer dtype, Python / NumPy ints).
+
+    Decision: Beta-1 ``x / y`` (``nl.divide``) of two integer operands, no ``dtype=`` given, is
+    true division into float32 (Python's and NumPy's ``/``; the Vector Engine divides in fp32),
+    not the integer promotion of the type-promotion table: Beta-1 kernels floor it themselves
+    (nki-samples' resize_nearest: ``nl.floor(iota / w, dtype=nl.int32)``, checked against a
+    NumPy floor division), which an integer quotient rounded to nearest would break."""
+    for a in args:
+        if isinstance(a, NkiTensor):
+            if _d.is_float(a.dtype) or a.dtype == _d.bool_:
+                return False
+        elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            return False
+    return True
+
+
 class Beta1Op(_ops.Op):
     """A Beta-1 operator token: as ``op=`` it is ``nl.<name>``; called, the tile function with
     ``mask=`` and ``dtype=`` (comparisons and logical ops default to ``nl.bool_``)."""
@@ -55,23 +72,6 @@ class Beta1Op(_ops.Op):
 
 
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
-
-
-def _all_integer(args) -> bool:
-    """Both operands of ``x / y`` integer (tiles of an integer dtype, Python / NumPy ints).
-
-    Decision: Beta-1 ``x / y`` (``nl.divide``) of two integer operands, no ``dtype=`` given, is
-    true division into float32 (Python's and NumPy's ``/``; the Vector Engine divides in fp32),
-    not the integer promotion of the type-promotion table: Beta-1 kernels floor it themselves
-    (nki-samples' resize_nearest: ``nl.floor(iota / w, dtype=nl.int32)``, checked against a
-    NumPy floor division), which an integer quotient rounded to nearest would break."""
-    for a in args:
-        if isinstance(a, NkiTensor):
-            if _d.is_float(a.dtype) or a.dtype == _d.bool_:
-                return False
-        elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-            return False
-    return True
 
 
 def _trailing_axes(args, kwargs):
@@ -403,6 +403,7 @@ __all__ = sorted(set(TOKENS) | {
     "Beta1Op", "load", "store", "load_transpose2d", "matmul", "transpose", "softmax", "rms_norm", "where",
     "gather_flattened", "dropout", "device_print", "broadcast_to", "expand_dims", "ds", "rand",
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
-    "static_cast", "finfo", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+    "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "loop_reduce", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
     "par_dim", "masked", "affine_range", "sequential_range", "static_range"})
+__all__ = sorted(__all__ + ["finfo"])
