@@ -499,3 +499,31 @@ def test_profile_cases_measure_the_estimate_against_simulate_and_numpy(run_mod):
     assert extra["estimate_us"] > 0
     t_timing, t_sim, extra = run_mod.case_timing_only_vs_compute(1, n=512)
     assert t_timing > 0 and t_sim > 0 and extra["estimate_us"] > 0
+
+
+def test_beta1_kernels_script_starts_and_rejects_missing_checkouts(tmp_path):
+    script = os.path.join(BENCH, "beta1_kernels.py")
+    res = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "SDK_CHECKOUT" in res.stdout and "SAMPLES_CHECKOUT" in res.stdout
+    sdk = tmp_path / "sdk"
+    (sdk / "general" / "nki" / "examples").mkdir(parents=True)
+    res = subprocess.run([sys.executable, script, str(sdk), str(tmp_path / "missing")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "SAMPLES_CHECKOUT" in res.stderr and "src/nki_samples" in res.stderr
+    res = subprocess.run([sys.executable, script, str(tmp_path / "nosdk"), str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "SDK_CHECKOUT" in res.stderr
+
+
+def test_beta1_kernels_script_skips_cases_an_empty_checkout_lacks(tmp_path):
+    script = os.path.join(BENCH, "beta1_kernels.py")
+    sdk, samples = tmp_path / "sdk", tmp_path / "samples"
+    (sdk / "general" / "nki" / "examples").mkdir(parents=True)
+    (samples / "src" / "nki_samples").mkdir(parents=True)
+    res = subprocess.run([sys.executable, script, str(sdk), str(samples), "--no-unit", "--only", "rmsnorm",
+                          "contributed matmul"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("SKIP sdk rmsnorm") and lines[1].startswith("SKIP samples contributed matmul")
+    assert lines[-1] == "total: 0 passed, 0 failed, 2 skipped"

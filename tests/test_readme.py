@@ -24,7 +24,8 @@ def test_readme_has_the_snippets_it_should():
     code = _blocks("python")
     assert len(code) >= 6
     joined = "\n".join(code)
-    for needed in ("nki.simulate(add_kernel)", "wrap_nki(add_kernel)", "TinyLlama(", "nkisim.profile("):
+    for needed in ("nki.simulate(add_kernel)", "wrap_nki(add_kernel)", "TinyLlama(", "nkisim.profile(",
+                   "nki1.simulate_kernel(double_rows"):
         assert needed in joined
 
 
@@ -41,6 +42,7 @@ def test_every_python_snippet_runs_as_printed(tmp_path):
     assert "tensor([3., 3., 3., 3.])" in out                          # the PyTorch snippet's result
     assert re.search(r"\[\[\d+, \d+, \d+, \d+\], \[\d+, \d+, \d+, \d+\]\] True", out)   # tiny model
     assert (tmp_path / "k.json").exists()                             # the profile snippet's trace
+    assert "Beta 1 matches NumPy: True" in out                        # the Beta-1 snippet
 
 
 def test_not_simulated_listing_is_nkisim_ops_stubs():

@@ -30,7 +30,10 @@ def check(spec, args) -> None:
       engine instruction, counted after dropping size-1 dims and merging dims contiguous with
       each other ("the src/dst tensor of an engine instruction can support up to
       four-dimensional tensorized access pattern with a stride in each dimension within each
-      partition", same page; DMA operands are descriptor lists, not limited so);
+      partition", same page; DMA operands are descriptor lists, not limited so). Decision: not
+      in a Beta-1 (``neuronxcc.nki``) kernel, whose tiles may have any number of free dims (the
+      Beta-1 compiler splits such an instruction over its outer dims; nki-samples' trilinear
+      interpolation reads 6-dim index-expression views): there it runs as one instruction;
     - a dynamic-offset view out of bounds raises BoundsError, except for an op with
       ``oob_mode=skip`` (the DMA skips the transfer; see ``isa.dma``).
     Raises: ShapeError, BoundsError (naming the op and the operand)."""
@@ -54,8 +57,9 @@ def check(spec, args) -> None:
                                            f"consecutive partitions")
             if spec.op not in _DMA_OPS:
                 n = free_dims(a.shape, a.strides)
-                limit = state.core(spec.api).target.engine_free_dims
-                if n > limit:
+                core = state.core(spec.api)
+                limit = core.target.engine_free_dims
+                if n > limit and core.extras.get("beta1_program") is None:
                     raise ShapeError(spec.api, f"{name} {a.shape} with strides {a.strides} needs {n} free-dim "
                                                f"access-pattern dims (after merging contiguous dims); an engine "
                                                f"instruction takes at most {limit}")

@@ -34,6 +34,23 @@ _BOOL_RESULT = {"equal", "not_equal", "greater", "greater_equal", "less", "less_
                 "logical_or", "logical_xor", "logical_not", "all"}
 
 
+def _all_integer(args) -> bool:
+    """Both operands of ``x / y`` integer (tiles of an integer dtype, Python / NumPy ints).
+
+    Decision: Beta-1 ``x / y`` (``nl.divide``) of two integer operands, no ``dtype=`` given, is
+    true division into float32 (Python's and NumPy's ``/``; the Vector Engine divides in fp32),
+    not the integer promotion of the type-promotion table: Beta-1 kernels floor it themselves
+    (nki-samples' resize_nearest: ``nl.floor(iota / w, dtype=nl.int32)``, checked against a
+    NumPy floor division), which an integer quotient rounded to nearest would break."""
+    for a in args:
+        if isinstance(a, NkiTensor):
+            if _d.is_float(a.dtype) or a.dtype == _d.bool_:
+                return False
+        elif isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            return False
+    return True
+
+
 class Beta1Op(_ops.Op):
     """A Beta-1 operator token: as ``op=`` it is ``nl.<name>``; called, the tile function with
     ``mask=`` and ``dtype=`` (comparisons and logical ops default to ``nl.bool_``)."""
@@ -42,6 +59,8 @@ class Beta1Op(_ops.Op):
     def __call__(self, *args, mask=None, dtype=None, **kwargs):
         if dtype is None and self.name in _BOOL_RESULT:
             dtype = _d.bool_
+        elif dtype is None and self.name == "divide" and len(args) == 2 and _all_integer(args):
+            dtype = _d.float32
         with masked(mask):
             if len(args) == 2 and self.name in _tile._BINARY:
                 args = _partition_broadcast(*args)
@@ -230,20 +249,23 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
     return _alloc(lambda: _creation.ndarray(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.zeros(shape, dtype, *, buffer=None, name='')``."""
+def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.zeros(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``)."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.zeros(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def ones(shape, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.ones(shape, dtype, *, buffer=None, name='')``."""
+def ones(shape, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.ones(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``)."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.ones(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
-    """``nl.full(shape, fill_value, dtype, *, buffer=None, name='')``."""
+def full(shape, fill_value, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
+    """``nl.full(shape, fill_value, dtype, *, buffer=None, name='')``.
+    Decision: ``lazy_initialization=`` (undocumented; nki-samples' flash attention passes it to
+    nl.full / nl.zeros) only tells the compiler when it may issue the fill; the tensor holds the
+    fill value either way, so it is accepted and the fill is issued at once."""
     buffer = sbuf if buffer is None else buffer
     return _alloc(lambda: _creation.full(shape, fill_value, dtype, buffer=buffer, name=name, **kwargs),
                   shape, dtype, buffer)
@@ -321,15 +343,24 @@ def tensor_method(name, t, *args):
 
 
 # ---- loop_reduce ---------------------------------------------------------------------------------
-_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?:\[[^=]*\])?\s*=(?!=)")
+_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(\[[^=]*\])?\s*=(?!=)")
 
 
 def _assigned_value(frame):
-    """The value the caller's statement ``name = nl.loop_reduce(...)`` (or ``name[...] = ...``)
-    assigns over: ``name`` in the caller's locals, or None."""
+    """The value the caller's statement ``name = nl.loop_reduce(...)`` (or ``name[key] = ...``)
+    assigns over: ``name`` in the caller's locals (``name[key]``, the key evaluated in the
+    caller's frame, when the statement assigns to a subscript), or None."""
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     m = _TARGET.match(line)
-    return frame.f_locals.get(m.group(1)) if m else None
+    if not m:
+        return None
+    value = frame.f_locals.get(m.group(1))
+    if m.group(2) and value is not None:
+        try:
+            return eval(m.group(1) + m.group(2), frame.f_globals, dict(frame.f_locals))   # noqa: S307
+        except Exception:           # noqa: BLE001  (a key this line cannot rebuild: no reduction)
+            return None
+    return value
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
@@ -338,13 +369,18 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs):
     rhs input to op", ``b = nisa.tensor_tensor(data1=b, data2=x, op=op)``). One Vector engine
     tensor_tensor into a new SBUF tile (``dtype`` or x's dtype).
     Decision: ``b`` is found as the name the calling statement assigns (``b = ...`` /
-    ``b[...] = ...``, read from the kernel's source line); when there is none (or it is not a
-    tile) the reduction starts from ``x`` (a copy of x), which is ``op(identity, x)``.
+    ``b[key] = ...``, read from the kernel's source line, the key evaluated in the caller's
+    frame); x of b's partition count and element count but another shape (a (P,) reduction
+    into a (P, 1) column) is viewed as b's shape; when there is no b (or it is not a tile of
+    x's shape) the reduction starts from ``x`` (a copy of x), which is ``op(identity, x)``.
     ``loop_indices`` only tells the compiler which loops reduce; it is not used."""
     if kwargs:
         raise TypeError(f"nl.loop_reduce() got an unexpected keyword argument {next(iter(kwargs))!r}")
     prev = _assigned_value(sys._getframe(1))
     out_dtype = dtype if dtype is not None else x.dtype
+    if (isinstance(prev, NkiTensor) and isinstance(x, NkiTensor) and tuple(prev.shape) != tuple(x.shape)
+            and prev.size == x.size and prev.shape and x.shape and prev.shape[0] == x.shape[0]):
+        x = x.reshape(tuple(prev.shape))   # a (P,) reduction result into a (P, 1) column: one view
     with masked(mask):
         if isinstance(prev, NkiTensor) and tuple(prev.shape) == tuple(x.shape):
             dst = _creation.ndarray(x.shape, out_dtype, buffer=sbuf)
@@ -378,8 +414,23 @@ def atomic_rmw(dst, value, op, *, mask=None):
 _MISSING = {
     "all_reduce": "nki.collectives (all_reduce over ranks)",
     "gemm_grid": None, "gemm_stationary_grid": None,
-    "finfo": "numpy.finfo / ml_dtypes.finfo of the dtype",
 }
+
+
+def finfo(dtype):
+    """``nl.finfo(dtype)``: the machine limits of a float dtype (``.min``, ``.max``, ``.eps``,
+    ``.tiny``, ``.bits``), NKI's low-precision floats included (bfloat16, float8_e4m3, ...).
+    Decision: the docs give only the signature; this is NumPy's ``finfo`` (ml_dtypes' for the
+    dtypes NumPy lacks), a host-side constant as in NumPy. Raises ArgumentError for a dtype that
+    is not an NKI float dtype, UnsupportedError for tfloat32."""
+    import ml_dtypes
+    dt = _d.as_dtype(dtype)
+    if dt is None or not _d.is_float(dt):
+        raise ArgumentError("nl.finfo", f"dtype {dtype!r} is not an NKI float dtype")
+    if dt == _d.tfloat32:
+        raise UnsupportedError("nl.finfo", "tfloat32 has no NumPy / ml_dtypes finfo; use nl.finfo(nl.float32) "
+                                           "for its range")
+    return ml_dtypes.finfo(dt)
 
 
 def __getattr__(name):
@@ -400,3 +451,4 @@ __all__ = sorted(set(TOKENS) | {
     "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "loop_reduce", "atomic_rmw", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
     "par_dim", "masked", "affine_range", "sequential_range", "static_range"})
+__all__ = sorted(__all__ + ["finfo"])

@@ -430,6 +430,9 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     value = offset + channel_multiplier * p + sum(step_k * i_k), read off the expression.
     Decision: a conjunction of comparisons (``&``) is two instructions, a memset of
     on_false_value and a tensor_copy of on_true_tile under the mask ``pred``.
+    Decision: an on_true_tile in PSUM (nki-samples' flash attention selects straight from a
+    matmul's PSUM tile) is first copied to SBUF (one nisa.tensor_copy under the same mask), as
+    the GpSimd engine cannot access PSUM; Beta 1's compiler placed such tiles itself.
     Raises UnsupportedError for a predicate that is neither."""
     _no_kwargs("nisa.affine_select", kwargs)
     op = "nisa.affine_select"
@@ -437,6 +440,7 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     shape = tuple(on_true_tile.shape)
     with masked(mask):
         dst = _new(shape, _dt(dtype, on_true_tile))
+        on_true_tile = _staged(on_true_tile)
         if terms is not None and len(terms) == 1:
             expr, cmp = terms[0]
             coefs = (0,) * (len(shape) - len(expr.coefs)) + tuple(expr.coefs)
@@ -457,15 +461,29 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
 
 
 # ---- tensor engine ----------------------------------------------------------------------------
+def _staged(t):
+    """``t``, or for a PSUM tile an SBUF copy of it (one nisa.tensor_copy, under the current mask):
+    the operand of an engine that reads SBUF only, as Beta 1's compiler placed it."""
+    if isinstance(t, NkiTensor) and t.buffer is psum:
+        staged = _creation.ndarray(t.shape, t.dtype, buffer=sbuf)
+        _isa.tensor_copy(staged, t)
+        return staged
+    return t
+
+
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs):
     """``r = nisa.nc_matmul(stationary, moving, ...)``: r = stationary.T @ moving, a new fp32 PSUM
     tile (M, N) (with ``is_transpose``: stationary's dtype). ``psum += nisa.nc_matmul(...)``
     accumulates (an in-place add), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
     SDK's Beta-1 tests, e.g. "double_row_gen3"): Decision: any "double_row..." spelling is Beta-2
-    ``matmul_perf_mode.double_row`` (its rules apply), None/"none" is none."""
+    ``matmul_perf_mode.double_row`` (its rules apply), None/"none" is none.
+    Decision: an operand in PSUM (nki-samples' flash attention backward multiplies an
+    ``nisa.nc_transpose`` result, a PSUM tile) is first copied to SBUF (``_staged``), as the
+    Tensor engine reads SBUF only."""
     _no_kwargs("nisa.nc_matmul", kwargs)
     with masked(mask):
+        stationary, moving = _staged(stationary), _staged(moving)
         perf = _perf(perf_mode)
         rows = 2 if perf is _e.matmul_perf_mode.double_row else 1     # (K, 2, M) x (K, 2, N) -> (M, N)
         dt = stationary.dtype if is_transpose else _d.float32

@@ -233,6 +233,8 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
         alloc.address = address
         alloc.rec = mem.add(alloc, lay.per_part)     # checked at kernel end
+        if core.mask is not None:                    # a Beta-1 call's result under mask=
+            _masked_results(core)[alloc] = core.mask
     else:
         alloc = _new_alloc(lay, name, None if buf is shared_hbm else core.core_id, settings, fill, core)
         if buf is shared_hbm:          # LNC1: the same id the k-th shared allocation has under LNC2
@@ -916,10 +918,47 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
     np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)[...] = value
 
 
+def _masked_results(core) -> "weakref.WeakKeyDictionary":
+    """The on-chip allocations made while a Beta-1 mask was on (``core.mask``), with that mask."""
+    table = core.extras.get("beta1_masked_results")
+    if table is None:
+        table = core.extras["beta1_masked_results"] = weakref.WeakKeyDictionary()
+    return table
+
+
+def _masked_assignment(dst: NkiTensor, value: NkiTensor):
+    """``(dst, value)`` restricted to the mask ``value``'s tile was computed under, or None when
+    that mask keeps nothing. Decision: Beta 1 writes ``t[...] = nl.exp(x, mask=m)`` as one
+    instruction into ``t`` under ``m``, so the masked-off elements of ``t`` keep their values
+    (nki-samples' flash attention assigns ``nisa.affine_select(..., mask=False)``); here the
+    call's new tile is copied into ``t`` only where ``m`` kept it. A mask that is not a range of
+    each axis, or a destination of another shape, copies the whole tile as before."""
+    core = state.maybe_core()
+    table = core.extras.get("beta1_masked_results") if core is not None else None
+    box = table.get(value.alloc) if table else None
+    if box is None:
+        return dst, value
+    if box.empty:
+        return None
+    if box.keep is not None or dst.shape != value.shape:
+        return dst, value
+    from . import affine, masks
+    ranges = masks.axis_ranges(box, value.shape, None)
+    if ranges is None:
+        return dst, value
+    return affine.restrict(dst, ranges), affine.restrict(value, ranges)
+
+
 def assign(dst: NkiTensor, value) -> None:
     """``dst[...] = value`` for a tensor, NumPy array or scalar (values go through float32, exact
-    for same-dtype tensors)."""
+    for same-dtype tensors); a Beta-1 tile computed under ``mask=`` is copied only where the mask
+    kept it (``_masked_assignment``)."""
     if isinstance(value, NkiTensor):
+        if value.alloc.core_id is not None and value.buffer in ON_CHIP and value.size == dst.size:
+            pair = _masked_assignment(dst, value)
+            if pair is None:
+                return
+            dst, value = pair
         if value.size != dst.size:
             raise ShapeError("tensor assignment", f"source {value.shape} and destination {dst.shape} "
                                                   f"differ in element count")

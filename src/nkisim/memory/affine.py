@@ -355,6 +355,12 @@ def index_view(t, key: tuple, op: str):
         raise BoundsError(op, f"{len(flat)} indices for {t._label()} with {ndim} dims")
     if flat and isinstance(flat[0], NkiTensor):
         return _gather_view(t, flat, op)
+    lead = 0
+    while lead < len(flat) and type(flat[lead]) is int:
+        lead += 1
+    if 0 < lead < len(flat) and isinstance(flat[lead], NkiTensor) and not t.on_chip:
+        # t[b, idx_tile, ...]: the gather within the sub-tensor t[b] (ints drop their dims on HBM)
+        return _gather_view(t[tuple(flat[:lead])], flat[lead:], op)
     adv = 0
     while adv < len(flat) and type(flat[adv]) is not slice:
         adv += 1
@@ -434,6 +440,39 @@ def index_view(t, key: tuple, op: str):
     elif t.oob is not None:
         v.oob = t.oob
     return v
+
+
+def in_beta1_program() -> bool:
+    """True while a Beta-1 (``neuronxcc.nki``) kernel runs on this thread."""
+    from .. import state
+    core = state.maybe_core()
+    return core is not None and core.extras.get("beta1_program") is not None
+
+
+def slices_as_exprs(key: tuple, shape: tuple) -> tuple:
+    """A basic key of ints and slices (start, stop given or implied) as index expressions: slice
+    ``j`` becomes ``start + step * g_j`` on grid axis ``j`` of its own, ints stay ints, so
+    ``index_view`` builds the same view as basic indexing, but one reaching past a dim's end is
+    an out-of-bounds view (checked where used, a mask may keep only in-bounds rows).
+
+    Decision: in a Beta-1 kernel a slice past the end of an HBM tensor's dim
+    (``t[256:384]`` of 288 rows) is such a view, not an immediate BoundsError: Beta 1 treats a
+    slice as ``nl.arange`` indices, and its masks (``mask=(i_p < n)``) exist to cut partial tiles
+    (nki-samples' adaptive_avg_pool2d slices whole 128-row tiles of a 288-row tensor)."""
+    slices = [k for k in key if type(k) is slice]
+    out, j = [], 0
+    for d, k in enumerate(key):
+        if type(k) is not slice:
+            out.append(k)
+            continue
+        start = 0 if k.start is None else _int(k.start, "tensor indexing")
+        stop = shape[d] if k.stop is None else _int(k.stop, "tensor indexing")
+        step = 1 if k.step is None else _int(k.step, "tensor indexing")
+        m = len(range(start, stop, step))
+        grid = tuple(m if a == j else 1 for a in range(len(slices)))
+        out.append(IndexExpr(grid, start, tuple(step if a == j else 0 for a in range(len(slices)))))
+        j += 1
+    return tuple(out)
 
 
 def _gather_view(t, flat: list, op: str):

@@ -538,13 +538,16 @@ class NkiTensor:
                 if stop < 0 and stop >= -n:
                     stop += n
                 if start < 0 or stop > n or start > stop:
+                    if 0 <= start < stop and (k.start is None or k.start == start) and not on_chip and not dynamic \
+                            and _affine.in_beta1_program():
+                        return _affine.index_view(self, _affine.slices_as_exprs(key, self.shape), op)
                     raise BoundsError(op, f"slice {start}:{stop} on dim {d} of {self._label()} is outside 0:{n}")
                 offset += start * s
                 shape.append((stop - start + step - 1) // step)
                 strides.append(s * step)
             else:
                 if type(k) is not int:
-                    if type(k) is _IndexExpr or (d == 0 and type(k) is NkiTensor):
+                    if type(k) is _IndexExpr or (type(k) is NkiTensor and all(type(j) is int for j in key[:d])):
                         return _affine.index_view(self, key, op)    # Beta 1: an affine / gather view
                     if hasattr(k, "shape") and not isinstance(k, np.integer):
                         raise UnsupportedError(op, "indexing with a tensor or array is not supported; use "

@@ -31,7 +31,7 @@ from . import launch as _launch
 from .kernel import Kernel
 
 PROGRAM_KEY = "beta1_program"          # CoreState.extras entry: the running Program
-MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "jax", "torchxla")
+MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "jax", "torchxla", "trace")
 
 
 # ---- grid specs --------------------------------------------------------------------------------
@@ -324,7 +324,9 @@ class Beta1Kernel(Kernel):
     Decision (modes): there is no Neuron device where this face is served (it is served only
     when no Neuron SDK is installed), so every mode runs the kernel in the simulator whatever
     ``NKI_SIMULATOR`` says: "simulation", "auto", "baremetal", "jax" and "torchxla" simulate
-    (NumPy arrays or torch CPU tensors in, the same kind out); "benchmark" and "profile" simulate
+    (NumPy arrays or torch CPU tensors in, the same kind out); "trace" (undocumented, the mode
+    nki-samples gives helper kernels called from other kernels) is a plain call inside a kernel
+    and simulates like "auto" when called from Python; "benchmark" and "profile" simulate
     with the cost model (``runtime.profiling``). ``platform_target=`` ("trn1"/"trn2"/"trn3")
     picks the target, overriding NEURON_PLATFORM_TARGET_OVERRIDE.
 
