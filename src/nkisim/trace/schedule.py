@@ -49,6 +49,7 @@
 """
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Sequence
 
 from .. import arch
@@ -64,12 +65,15 @@ LOOP_TILE_BUFFERS = 2     # the default K (Settings.loop_tile_buffers); see the 
 
 class _Pipe:
     """A bandwidth shared by transfers: ``rate`` bytes/ns, handed out in buckets of ``width`` ns;
-    ``full`` links each full bucket to a later candidate (path-compressed skip list)."""
-    __slots__ = ("rate", "width", "room", "used", "full")
+    ``used``: bucket -> bytes taken; a bucket is full once ``used >= limit`` (``room``, the
+    bucket's bytes, less a 1e-6 tolerance); ``full`` links each full bucket to a later candidate
+    (path-compressed skip list)."""
+    __slots__ = ("rate", "width", "room", "limit", "used", "full")
 
     def __init__(self, rate: float, width: float = 256.0):
         self.rate, self.width = rate, width
         self.room = rate * width
+        self.limit = self.room * 0.999999
         self.used: dict = {}
         self.full: dict = {}
 
@@ -87,8 +91,10 @@ class _Pipe:
         return b
 
     def take(self, b: int, nbytes: float) -> float:
-        u = self.used[b] = self.used.get(b, 0.0) + nbytes
-        if u >= self.room * 0.999999:
+        """Take ``nbytes`` of bucket ``b``; returns the bucket's bytes taken so far."""
+        used = self.used
+        u = used[b] = used.get(b, 0.0) + nbytes
+        if u >= self.limit:
             self.full[b] = b + 1
         return u
 
@@ -107,6 +113,7 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
     b = int(t0 // w)
     t = t0
     left = nbytes
+    multi = len(pipes) > 1
     while True:
         nb = b
         moved = True
@@ -115,7 +122,7 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
             for p, _ in pipes:
                 if nb in p.full:
                     nb = p.first_free(nb)
-                    moved = len(pipes) > 1
+                    moved = multi
         if nb != b:
             b, t = nb, nb * w
         bend = (b + 1) * w
@@ -128,13 +135,83 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
         if room >= left:
             end = t + left / (room / span) if span > 0 else t
             for p, f in pipes:
-                floor = b * w + p.take(b, left * f) / p.rate
+                used = p.used
+                u = used[b] = used.get(b, 0.0) + left * f
+                if u >= p.limit:
+                    p.full[b] = b + 1
+                floor = b * w + u / p.rate
                 if floor > end:
                     end = floor
             return end
         if room > 0:
             for p, f in pipes:
-                p.take(b, room * f)
+                used = p.used
+                u = used[b] = used.get(b, 0.0) + room * f
+                if u >= p.limit:
+                    p.full[b] = b + 1
+            left -= room
+        b += 1
+        t = bend
+
+
+def _reserve2(t0: float, nbytes: float, cap: float, p1: _Pipe, p2: _Pipe, f: float) -> float:
+    """``_reserve(t0, nbytes, cap, ((p1, 1.0), (p2, f)))`` with the two pipes unrolled (a DMA
+    through its core's pipe and the HBM pipe: the common case); the same float operations in
+    the same order, so the same result bit for bit."""
+    if nbytes <= 0:
+        return t0
+    w = p1.width
+    b = int(t0 // w)
+    t = t0
+    left = nbytes
+    full1, full2, used1, used2 = p1.full, p2.full, p1.used, p2.used
+    room1, room2, rate1, rate2, lim1, lim2 = p1.room, p2.room, p1.rate, p2.rate, p1.limit, p2.limit
+    while True:
+        if b in full1 or b in full2:     # skip buckets some pipe has full
+            nb = b
+            moved = True
+            while moved:
+                moved = False
+                if nb in full1:
+                    nb = p1.first_free(nb)
+                    moved = True
+                if nb in full2:
+                    nb = p2.first_free(nb)
+                    moved = True
+            b, t = nb, nb * w
+        bend = (b + 1) * w
+        span = bend - t
+        room = span * cap
+        x, y = room1 - used1.get(b, 0.0), span * rate1      # min(x, y) / 1.0
+        r = y if y < x else x
+        if r < room:
+            room = r
+        x, y = room2 - used2.get(b, 0.0), span * rate2
+        r = (y if y < x else x) / f
+        if r < room:
+            room = r
+        if room >= left:
+            end = t + left / (room / span) if span > 0 else t
+            u = used1[b] = used1.get(b, 0.0) + left
+            if u >= lim1:
+                full1[b] = b + 1
+            floor = b * w + u / rate1
+            if floor > end:
+                end = floor
+            u = used2[b] = used2.get(b, 0.0) + left * f
+            if u >= lim2:
+                full2[b] = b + 1
+            floor = b * w + u / rate2
+            if floor > end:
+                end = floor
+            return end
+        if room > 0:
+            u = used1[b] = used1.get(b, 0.0) + room
+            if u >= lim1:
+                full1[b] = b + 1
+            u = used2[b] = used2.get(b, 0.0) + room * f
+            if u >= lim2:
+                full2[b] = b + 1
             left -= room
         b += 1
         t = bend
@@ -142,15 +219,18 @@ def _reserve(t0: float, nbytes: float, cap: float, pipes: tuple) -> float:
 
 class _Core:
     """One core's scheduling state."""
-    __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor",
-                 "frontier", "syncs", "pending", "tensor_end", "latest", "floor_idx", "phys")
+    __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor", "frontier",
+                 "syncs", "pending", "tensor_end", "latest", "floor_idx", "phys", "keys", "tracks",
+                 "dma_tracks")
 
-    def __init__(self, queues: int, dma_rate: float, phys: dict | None = None):
+    def __init__(self, queues: int, dma_rate: float, phys: dict | None = None, keys: dict | None = None,
+                 core: int = 0):
         self.phys = phys if phys is not None else {}   # on-chip alloc id -> its physical buffer
+        self.keys = keys if keys is not None else {}   # on-chip alloc id -> its buffer's number
         self.engine_free: dict = {}
         self.queue_free = [0.0] * queues
         self.dma_pipe = _Pipe(dma_rate)
-        self.deps: dict = {}        # alloc -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
+        self.deps: dict = {}        # buffer -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
         self.ports: dict = {}       # shared port -> free time
         self.floor = 0.0            # nothing starts before (a barrier's release)
         self.floor_idx = None       # the barrier span that set ``floor``
@@ -159,14 +239,19 @@ class _Core:
         self.pending = None         # a sync instruction waiting for its partners
         self.tensor_end = None      # end of the last TensorE instruction (back-to-back test)
         self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
+        self.tracks = {k: f"core{core}.{k}" for k in ("tensor", "vector", "scalar", "gpsimd", "sync")}
+        self.dma_tracks = [f"core{core}.dma{q}" for q in range(queues)]
 
 
-def _accesses(ops, phys: dict) -> list:
+_WHERE = attrgetter("alloc", "part_start", "part_end", "byte_start", "byte_end")
+_ALL = (0, _WHOLE, 0, _WHOLE)
+
+
+def _accesses(ops, keys: dict) -> list:
     """(buffer, (p0, p1, b0, b1)) of each operand: the physical buffer of an on-chip allocation
-    (``phys``; see ``physical_buffers``), else the allocation; unknown ranges are the whole
-    allocation."""
-    return [(phys.get(o.alloc, o.alloc), (o.part_start, o.part_end, o.byte_start, o.byte_end)
-             if o.byte_end else (0, _WHOLE, 0, _WHOLE)) for o in ops]
+    (its number in ``keys``, from ``physical_buffers``), else the allocation id; unknown ranges
+    are the whole allocation."""
+    return [(keys.get(a, a), (p0, p1, b0, b1) if b1 else _ALL) for a, p0, p1, b0, b1 in map(_WHERE, ops)]
 
 
 def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict:
@@ -217,21 +302,25 @@ def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict
 
 def _deps(st: _Core, reads: list, writes: list):
     """(ready time, index of the binding span) over the RAW / WAR / WAW dependencies: every
-    access waits for the earlier writes of overlapping bytes; a write also for earlier reads."""
+    access waits for the earlier writes of overlapping bytes; a write also for earlier reads
+    (the first of equally late ones binds: writes in record order, then reads)."""
     ready, idx = 0.0, None
     deps = st.deps
-    for accesses, after_reads in ((reads, False), (writes, True)):
-        for alloc, (p0, p1, b0, b1) in accesses:
-            e = deps.get(alloc)
-            if e is None:
-                continue
+    for alloc, (p0, p1, b0, b1) in reads:
+        e = deps.get(alloc)
+        if e is not None:
             for w in e[0]:                  # (p0, p1, b0, b1, end, span index)
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
                     ready, idx = w[4], w[5]
-            if after_reads:
-                for r, w in e[1].items():   # range -> (end, span index)
-                    if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
-                        ready, idx = w[0], w[1]
+    for alloc, (p0, p1, b0, b1) in writes:
+        e = deps.get(alloc)
+        if e is not None:
+            for w in e[0]:
+                if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                    ready, idx = w[4], w[5]
+            for r, w in e[1].items():       # range -> (end, span index)
+                if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
+                    ready, idx = w[0], w[1]
     return ready, idx
 
 
@@ -242,21 +331,29 @@ def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
     for alloc, r in reads:
         e = deps.get(alloc)
         if e is None:
-            e = deps[alloc] = [[], {}]
-        x = e[1].get(r)
+            deps[alloc] = [[], {r: (end, idx)}]
+            continue
+        rd = e[1]
+        x = rd.get(r)
         if x is None or end >= x[0]:
-            e[1][r] = (end, idx)
+            rd[r] = (end, idx)
     for alloc, r in writes:
         e = deps.get(alloc)
         if e is None:
-            e = deps[alloc] = [[], {}]
+            deps[alloc] = [[(*r, end, idx)], {}]
+            continue
         p0, p1, b0, b1 = r
-        if e[0]:
-            e[0] = [x for x in e[0] if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
-        if e[1]:
-            e[1] = {x: v for x, v in e[1].items()
-                    if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
-        e[0].append((*r, end, idx))
+        ws, rd = e
+        if ws:
+            if len(ws) == 1:            # the common case (a tile rewritten whole), no new list
+                x = ws[0]
+                if p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1:
+                    ws = e[0] = []
+            else:
+                ws = e[0] = [x for x in ws if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
+        if rd:
+            e[1] = {x: v for x, v in rd.items() if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
+        ws.append((*r, end, idx))
 
 
 def _ports(t: arch.Target, kind: str, ev: Instruction, phys: dict) -> tuple:
@@ -284,6 +381,9 @@ def _ports(t: arch.Target, kind: str, ev: Instruction, phys: dict) -> tuple:
     return tuple(out)
 
 
+_COST_KEY = attrgetter("role", "buffer", "shape", "dtype", "nbytes", "partitions", "contiguous_bytes")
+
+
 def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
              loop_buffers: int | None = LOOP_TILE_BUFFERS) -> Timeline:
     """The estimated ``Timeline`` of one launch's events (all cores, in (core, seq) order).
@@ -301,22 +401,20 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     cores = sorted(per_core)
     dma_rate = t.dma_core_bytes_per_ns
     phys = physical_buffers(events, loop_buffers)
-    state = {c: _Core(t.dma_engines, dma_rate, phys) for c in cores}
+    numbers: dict = {}          # physical buffer -> a small int (a cheap dependency-table key)
+    keys = {a: numbers.setdefault(b, len(numbers)) for a, b in phys.items()}
+    state = {c: _Core(t.dma_engines, dma_rate, phys, keys, c) for c in cores}
     pos = {c: 0 for c in cores}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
-    shared = {"hbm": _Pipe(hbm_rate)}
+    shared = {"hbm": _Pipe(hbm_rate), "why": _Notes(t, dma_rate, hbm_rate)}
     peak_mode = 0.0
     waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
 
     def cost_of(ev):
         try:
-            ck = (ev.op, ev.engine,
-                  tuple([(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.partitions, o.contiguous_bytes)
-                         for o in ev.reads]),
-                  tuple([(o.role, o.buffer, o.shape, o.dtype, o.nbytes, o.partitions, o.contiguous_bytes)
-                         for o in ev.writes]),
+            ck = (ev.op, ev.engine, tuple(map(_COST_KEY, ev.reads)), tuple(map(_COST_KEY, ev.writes)),
                   tuple(ev.options.items()))
             co = memo.get(ck)
             if co is None:
@@ -329,28 +427,28 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
         st = state[cores[0]]
         for idx, ev in enumerate(events):
             co = cost_of(ev)
-            if co.peak_flops_per_ns > peak_mode and co.flops:
+            if co.flops and co.peak_flops_per_ns > peak_mode:
                 peak_mode = co.peak_flops_per_ns
-            _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, 0.0)
+            _place(idx, ev, co, st, t, spans, shared, 0.0)
     while len(cores) > 1:
         live = [c for c in cores if pos[c] < len(per_core[c]) and state[c].pending is None]
         if not live:
             if not waiting:
                 break
             key = min(waiting)       # release the oldest rendezvous (partners finished or absent)
-            _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
+            _release(waiting.pop(key), key, events, spans, state, pos, t, shared)
             continue
         c = live[0] if len(live) == 1 else min(live, key=lambda k: (state[k].frontier, k))
         st = state[c]
         idx = per_core[c][pos[c]]
         ev = events[idx]
         co = cost_of(ev)
-        if co.peak_flops_per_ns > peak_mode and co.flops:
+        if co.flops and co.peak_flops_per_ns > peak_mode:
             peak_mode = co.peak_flops_per_ns
         if ev.op in _SYNC_OPS and len(cores) > 1:
             k = st.syncs.get(ev.op, 0)
             st.syncs[ev.op] = k + 1
-            ready, _ = _deps(st, _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys))
+            ready, _ = _deps(st, _accesses(ev.reads, st.keys), _accesses(ev.writes, st.keys))
             arrive = max(ready, st.floor, *st.engine_free.values(), *st.queue_free) \
                 if ev.op == "core_barrier" else max(ready, st.floor)
             key = (ev.op, k)
@@ -359,9 +457,9 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
             st.pending = key
             st.frontier = arrive
             if len(group) == len(cores):
-                _release(waiting.pop(key), key, events, spans, state, pos, t, shared, hbm_rate, dma_rate)
+                _release(waiting.pop(key), key, events, spans, state, pos, t, shared)
             continue
-        _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, 0.0)
+        _place(idx, ev, co, st, t, spans, shared, 0.0)
         pos[c] += 1
 
     total = max((s.end_ns for s in spans), default=0.0)
@@ -370,21 +468,64 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
                     hbm_bytes_per_ns=hbm_rate)
 
 
-def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_before) -> None:
-    """Place one instruction on its engine / queue of core state ``st``."""
+class _Notes:
+    """The ``why`` suffixes the schedule appends to a cost's rule (built once per estimate)."""
+    __slots__ = ("mm_init", "static", "bandwidth")
+
+    def __init__(self, t: arch.Target, dma_rate: float, hbm_rate: float):
+        self.mm_init = f" + MM_INIT {t.mm_init_cycles} cycles (not back to back)"
+        self.static = f" + static overhead {t.static_overhead_cycles} cycles (waited on a dependency)"
+        self.bandwidth = f"; bandwidth shared (core DMA {dma_rate:g} B/ns, HBM {hbm_rate:g} B/ns)"
+
+
+_PORT_KINDS = frozenset(("vector", "gpsimd", "scalar"))
+
+
+def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
+    """Place one instruction on its engine / queue of core state ``st``: its dependencies
+    (``_deps``'s rule, inlined), its track, shared ports, bandwidth; then ``_record``."""
     kind = co.kind
-    reads, writes = _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys)
-    ready, dep = _deps(st, reads, writes)
+    keys, deps = st.keys, st.deps
+    ready, dep = 0.0, None
+    reads = []
+    for a, p0, p1, b0, b1 in map(_WHERE, ev.reads):
+        a = keys.get(a, a)
+        if b1:
+            reads.append((a, (p0, p1, b0, b1)))
+        else:
+            reads.append((a, _ALL))
+            p0, p1, b0, b1 = _ALL
+        e = deps.get(a)
+        if e is not None:
+            for w in e[0]:                  # (p0, p1, b0, b1, end, span index)
+                if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                    ready, dep = w[4], w[5]
+    writes = []
+    for a, p0, p1, b0, b1 in map(_WHERE, ev.writes):
+        a = keys.get(a, a)
+        if b1:
+            writes.append((a, (p0, p1, b0, b1)))
+        else:
+            writes.append((a, _ALL))
+            p0, p1, b0, b1 = _ALL
+        e = deps.get(a)
+        if e is not None:
+            for w in e[0]:
+                if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
+                    ready, dep = w[4], w[5]
+            for r, w in e[1].items():       # range -> (end, span index)
+                if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
+                    ready, dep = w[0], w[1]
     if not_before > ready:
         ready, dep = not_before, None
     if kind == "dma":
         qf = st.queue_free
         free = min(qf)
         q = qf.index(free)
-        track = f"core{ev.core}.dma{q}"
+        track = st.dma_tracks[q]
     else:
         free = st.engine_free.get(kind, 0.0)
-        track = f"core{ev.core}.{kind}"
+        track = st.tracks.get(kind) or f"core{ev.core}.{kind}"
     waited = None
     if st.floor > free:                 # held by a barrier: that is what this start waited on
         free, waited = st.floor, st.floor_idx
@@ -392,8 +533,8 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
     bound = dep is not None and ready >= free     # the dependency, not the track, sets the start
     if ready > free:
         start, waited = ready, dep
-    ports = _ports(t, kind, ev, st.phys) if kind != "dma" else ()
     why = co.why
+    ports = _ports(t, kind, ev, st.phys) if kind in _PORT_KINDS else ()
     for p in ports:
         pf = st.ports.get(p, 0.0)
         if pf > start:
@@ -401,21 +542,23 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
             why = co.why + f"; waited for the shared port {p}"
     if kind == "dma":
         data = start + co.fixed_ns
-        pipes = ((st.dma_pipe, 1.0), (shared["hbm"], co.hbm_bytes / co.dma_bytes)) if co.hbm_bytes \
-            else ((st.dma_pipe, 1.0),)
-        end = _reserve(data, co.dma_bytes, co.rate, pipes)
-        if end > data + co.dma_bytes / co.rate * 1.000001:
-            why += f"; bandwidth shared (core DMA {dma_rate:g} B/ns, HBM {hbm_rate:g} B/ns)"
+        dma_bytes, rate = co.dma_bytes, co.rate
+        if co.hbm_bytes:
+            end = _reserve2(data, dma_bytes, rate, st.dma_pipe, shared["hbm"], co.hbm_bytes / dma_bytes)
+        else:
+            end = _reserve(data, dma_bytes, rate, ((st.dma_pipe, 1.0),))
+        if end > data + dma_bytes / rate * 1.000001:
+            why += shared["why"].bandwidth
         st.queue_free[q] = end
     else:
         dur = co.duration_ns
         if kind == "tensor":
             if st.tensor_end is None or start > st.tensor_end:
                 dur += co.wait_overhead_ns
-                why += f" + MM_INIT {t.mm_init_cycles} cycles (not back to back)"
+                why += shared["why"].mm_init
         elif bound:
             dur += co.wait_overhead_ns
-            why += f" + static overhead {t.static_overhead_cycles} cycles (waited on a dependency)"
+            why += shared["why"].static
         end = start + dur
         if co.hbm_bytes:            # a compute engine reading HBM (rare) still takes HBM bandwidth
             end = max(end, _reserve(start, co.hbm_bytes, co.hbm_bytes / dur, ((shared["hbm"], 1.0),)))
@@ -426,12 +569,13 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, hbm_rate, dma_rate, not_bef
         st.ports[p] = end
     _record(st, reads, writes, end, idx)
     st.frontier = end
-    if st.latest[1] is None or end >= st.latest[0]:
+    latest = st.latest
+    if latest[1] is None or end >= latest[0]:
         st.latest = (end, idx)
     spans[idx] = Span(ev, track, start, end, co.flops, co.hbm_bytes, waited, why)
 
 
-def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rate) -> None:
+def _release(group, key, events, spans, state, pos, t, shared) -> None:
     """Release a rendezvous: every core of ``group`` (core -> (index, arrival, cost)) continues."""
     op = key[0]
     last = max(a for _, a, _, _ in group.values())
@@ -450,9 +594,9 @@ def _release(group, key, events, spans, state, pos, t, shared, hbm_rate, dma_rat
             st.engine_free[kind] = release
             st.floor, st.floor_idx = release, idx
             st.latest = (release, idx)
-            _record(st, _accesses(ev.reads, st.phys), _accesses(ev.writes, st.phys), release, idx)
+            _record(st, _accesses(ev.reads, st.keys), _accesses(ev.writes, st.keys), release, idx)
         else:
-            _place(idx, ev, co, st, t, spans, shared, hbm_rate, dma_rate, last)
+            _place(idx, ev, co, st, t, spans, shared, last)
         st.pending = None
         pos[c] += 1
 
