@@ -46,6 +46,14 @@
   finished everything it issued before the barrier, then releases all of them a semaphore
   latency (``dma_fixed_ns``) after the last arrival; nothing of a core starts before its release.
   The k-th ``sendrecv`` of each core meet likewise, then the transfer runs as a DMA.
+
+Speed (the same schedule, float for float, as the plain reading of these rules:
+tests/trace/test_schedule_reference.py runs one on random event streams): physical buffers are
+numbered once per estimate so the dependency table hashes ints, not 6-tuples; ``_place`` scans
+the dependencies inline; a write that covers the one earlier write of its buffer drops it
+without building a new list; a DMA's two pipes (core, HBM) are reserved by an unrolled loop
+(``_reserve2``); track names and rule suffixes are built once. Decision: the table still drops
+the accesses a write covers (they can never bind again: the covering write ended later).
 """
 from __future__ import annotations
 
@@ -391,7 +399,7 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     ``target``: the ``arch.Target`` simulated; ``lnc``: the launch's cores (1 or 2);
     ``loop_buffers``: K, the physical buffers of a loop body's tile (None: unbounded; ValueError
     below 1; see ``physical_buffers``). Spans come
-    back in the order of ``events``. Deterministic. Cost: a few µs per event."""
+    back in the order of ``events``. Deterministic. Cost: about 10 µs per event on this machine."""
     t = target
     n = len(events)
     spans: list = [None] * n
