@@ -527,3 +527,13 @@ def test_beta1_kernels_script_skips_cases_an_empty_checkout_lacks(tmp_path):
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith("SKIP sdk rmsnorm") and lines[1].startswith("SKIP samples contributed matmul")
     assert lines[-1] == "total: 0 passed, 0 failed, 2 skipped"
+
+
+def test_tutorials_step_improves_only_beyond_one_percent():
+    """benchmarks/tutorials.py: a step improves when its estimate is more than MIN_GAIN (1 %)
+    lower; equal estimates (mamba v1 / v2: 2075.2498 vs 2075.2477 us) do not."""
+    tut = _load("tutorials")
+    assert tut.MIN_GAIN == 0.01
+    assert not tut.improves(2075.2477, 2075.2498)
+    assert not tut.improves(99.5, 100.0) and tut.improves(98.9, 100.0)
+    assert not tut.improves(None, 100.0) and not tut.improves(1.0, None)

@@ -158,8 +158,10 @@ OWN = [
      [("dst", "sbuf", (4, 8), "float32")]),
     ("tensor_copy", "nl.broadcast_to", "vector", [("x", "sbuf", (4, 1), "float32")],
      [("dst", "sbuf", (4, 8), "float32")]),
-    ("dma_copy", "nl.broadcast_to", "dma", [("x", "sbuf", (1, 8), "float32")],
-     [("dst", "sbuf", (4, 8), "float32")]),
+    # a partition broadcast: the TensorE matmul into PSUM (trainium_inferentia2_arch.rst, TensorE
+    # "Alternative Use Case": NKI invokes nc_matmul(ones, x) under the hood for broadcast_to)
+    ("nc_matmul", "nl.broadcast_to", "tensor", [("x", "sbuf", (1, 8), "float32")],
+     [("dst", "psum", (4, 8), "float32")]),
     ("dma_copy", "nl.gather_flattened", "dma",
      [("data", "sbuf", (4, 8), "float32"), ("indices", "sbuf", (4, 3), "int32")],
      [("dst", "sbuf", (4, 3), "float32")]),
@@ -366,3 +368,60 @@ def test_allocation_errors_raise_also_under_findings_all():
         return x
     with pytest.raises(ShapeError, match=r"^nl\.zeros: "):
         nki.simulate(kernel, findings="all")(np.ones((1, 1), F32))
+
+
+# ---- nl.broadcast_to along the partition dim: TensorE into PSUM, or a DMA --------------------------
+
+def _bcast_kernel(x, y, z):
+    a = nl.load(x)                                   # (1, 512) fp32: one PSUM bank of fp32 results
+    b = nl.load(y)                                   # (1, 513) fp32: more than one bank
+    c = nl.load(z)                                   # (1, 8) bf16: TensorE writes fp32 only
+    return tile_out(nl.broadcast_to(a, (128, 512)), nl.broadcast_to(b, (128, 513)),
+                    nl.broadcast_to(c, (3, 8)))
+
+
+def test_partition_broadcast_is_a_tensor_engine_matmul_into_psum_when_one_bank_holds_it():
+    """trainium_inferentia2_arch.rst, TensorE "Alternative Use Case": "we can broadcast a vector
+    occupying a single partition to M (M <= 128) partitions using nki.isa.nc_matmul(ones,
+    broadcast_input, is_stationary_onezero=True) ... NKI invokes such matmul under the hood when
+    broadcast_input.broadcast_to((M, broadcast_input.shape[1])) is called"; a matmul writes one
+    PSUM bank ("512 FP32 elements per PSUM partition", same page). Decision: a result wider than
+    one bank, or not fp32, is one DMA into SBUF. Values: x repeated (NumPy's broadcast)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+    y = rng.standard_normal((1, 513)).astype(np.float32)
+    import ml_dtypes
+    z = rng.standard_normal((1, 8)).astype(ml_dtypes.bfloat16)
+    (a, b, c), events = recorded(_bcast_kernel, x, y, z)
+    got = [summary(e) for e in events if e.api == "nl.broadcast_to"]
+    assert got == [
+        ("nc_matmul", "nl.broadcast_to", "tensor", [("x", "sbuf", (1, 512), "float32")],
+         [("dst", "psum", (128, 512), "float32")]),
+        ("dma_copy", "nl.broadcast_to", "dma", [("x", "sbuf", (1, 513), "float32")],
+         [("dst", "sbuf", (128, 513), "float32")]),
+        ("dma_copy", "nl.broadcast_to", "dma", [("x", "sbuf", (1, 8), "bfloat16")],
+         [("dst", "sbuf", (3, 8), "bfloat16")]),
+    ]
+    np.testing.assert_array_equal(a, np.repeat(x, 128, axis=0))
+    np.testing.assert_array_equal(b, np.repeat(y, 128, axis=0))
+    np.testing.assert_array_equal(np.asarray(c).view(np.uint16), np.repeat(z, 3, axis=0).view(np.uint16))
+
+
+def test_partition_broadcast_in_psum_feeds_vector_and_scalar_instructions():
+    """The PSUM broadcast is an operand Vector/Scalar instructions read (tensor_tensor with one
+    input in PSUM, activation); the product equals NumPy's."""
+    def kernel(x, row):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.broadcast_to(nl.load(row), (128, 512))
+        prod = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=prod, data1=t, data2=r, op=nl.multiply)
+        nl.store(out, prod)
+        return out
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    row = rng.standard_normal((1, 512)).astype(np.float32)
+    got, events = recorded(kernel, x, row)
+    np.testing.assert_array_equal(np.asarray(got), x * row)
+    tt = [e for e in events if e.op == "tensor_tensor"]
+    assert [o.buffer for o in tt[0].reads] == ["sbuf", "psum"]

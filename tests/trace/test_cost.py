@@ -105,6 +105,23 @@ def test_nc_transpose_on_pe_and_vector():
     assert c.kind == "vector" and c.cycles == max(64, 32)
 
 
+def test_partition_broadcast_matmul_cost():
+    """nl.broadcast_to's TensorE matmul (ones[1, M] stationary, x[1, N] moving; trainium_inferentia2_arch.rst
+    "Alternative Use Case"): the nc_matmul formula max(min(64, M), N) cycles, x4 for fp32 ("For FP32
+    input ... roughly 4x higher", TensorE cost model, same page), at TensorE's 2.8 GHz on trn1
+    ("Compute Engine Specifications"); no FLOPs (a data move). [1, 512] -> [128, 512] fp32:
+    512 x 4 = 2048 cycles = 731.4 ns; [1, 32] -> [16, 32]: max(16, 32) x 4 = 128 cycles."""
+    def bcast(m, n, dtype="float32"):
+        return Instruction(op="nc_matmul", api="nl.broadcast_to", engine="tensor", core=0, seq=1,
+                           location="k.py:1", reads=(opnd("x", "sbuf", (1, n), dtype),),
+                           writes=(opnd("dst", "psum", (m, n), dtype),))
+    c = cost(bcast(128, 512), arch.TRN1)
+    assert c.kind == "tensor" and c.cycles == 2048 and c.flops == 0
+    assert c.duration_ns == pytest.approx(2048 / 2.8)
+    assert cost(bcast(16, 32), arch.TRN1).cycles == 128
+    assert cost(bcast(128, 40), arch.TRN2).cycles == 64 * 4
+
+
 # ---- VectorE -----------------------------------------------------------------------------------
 
 def test_tensor_tensor_two_inputs_2n():

@@ -669,18 +669,42 @@ def _broadcast_dma(dst, x):
     pass
 
 
+@instruction(api="nl.broadcast_to", op="nc_matmul", reads=("x",), writes=("dst",),
+             rules=_engine_rules(_engine.tensor), compute=_broadcast_compute, memo=False)
+def _broadcast_matmul(dst, x):
+    pass
+
+
 _broadcast_copy.__doc__ = _BROADCAST_DOC + " Along free dims: a Vector engine tensor_copy."
-_broadcast_dma.__doc__ = (_BROADCAST_DOC + " Along the partition dim: a DMA (no compute engine moves data "
-                          "across partitions).")
+_broadcast_dma.__doc__ = (_BROADCAST_DOC + " Along the partition dim, when no TensorE matmul can do it: a DMA "
+                          "(no Vector/Scalar/GpSimd lane reads another partition).")
+_broadcast_matmul.__doc__ = (_BROADCAST_DOC + " Along the partition dim: the TensorE matmul "
+                             "nc_matmul(ones[1, M], x, is_stationary_onezero=True) into a PSUM tile "
+                             "(trainium_inferentia2_arch.rst, TensorE \"Alternative Use Case\": \"NKI invokes "
+                             "such matmul under the hood when broadcast_input.broadcast_to((M, ...)) is called\"). "
+                             "Decision: the values are x's bits (a product with one 1.0 and no other term).")
+
+
+def _matmul_broadcast(x, shape, out_dt, t) -> bool:
+    """Whether the partition broadcast of ``x`` to ``shape`` is the documented TensorE matmul: x a
+    1-partition SBUF fp32 tile (TensorE reads SBUF; its output is fp32), the result fp32 and one
+    matmul's output (its free bytes fit one PSUM bank: "a single matmul ... writes to a single PSUM
+    bank, which can only hold 512 FP32 elements per PSUM partition", trainium_inferentia2_arch.rst).
+    Decision: anything else (another dtype, x in PSUM, a result of more than one bank) stays one
+    DMA into SBUF."""
+    return (x.shape[0] == 1 and x.buffer is sbuf and x.dtype == np.float32 and out_dt == np.float32
+            and math.prod(shape[1:]) * 4 <= t.psum_bank_bytes)
 
 
 @_nl("nl.broadcast_to", lambda x, shape, dtype=None: (tuple(int(s) for s in shape),
                                                       _out_dtype(dtype, x.dtype), sbuf))
 def broadcast_to(x, shape, dtype=None):
-    """A new SBUF tile of ``shape`` repeating ``x`` along its size-1 dims (numpy broadcasting, same
+    """A new tile of ``shape`` repeating ``x`` along its size-1 dims (numpy broadcasting, same
     rank). Decision: the partition dim may also broadcast from 1. Instruction: a Vector engine
-    tensor_copy reading x through stride-0 dims; Decision: a partition broadcast is one dma_copy
-    instead (on hardware a DMA or a matmul does it; no engine lane reads another partition).
+    tensor_copy reading x through stride-0 dims into SBUF; a partition broadcast of a 1-partition
+    fp32 SBUF tile whose result fits one PSUM bank (at most 512 fp32 per partition) is the TensorE
+    matmul the architecture guide says NKI issues (ones[1, M] stationary, x moving) and the result
+    is a PSUM tile; Decision: any other partition broadcast is one dma_copy into SBUF.
     Same shape and dtype returns ``x`` itself (as documented), issuing nothing.
     Source: aws-neuron-sdk nki/api/nki/language/__init__.py (broadcast_to).
     """
@@ -694,8 +718,15 @@ def broadcast_to(x, shape, dtype=None):
     if len(shape) != x.ndim or builtins.any(a != b and a != 1 for a, b in zip(x.shape, shape)):
         raise ShapeError(op, f"cannot broadcast x shape {x.shape} to {shape} (same rank, dims equal or 1)")
     rules.at_most(op, "partition dim", shape[0], t.pmax, t)
-    dst = _new(shape, out_dt, op)
-    (_broadcast_copy if shape[0] == x.shape[0] else _broadcast_dma)(dst, x)
+    if shape[0] == x.shape[0]:
+        dst = _new(shape, out_dt, op)
+        _broadcast_copy(dst, x)
+    elif _matmul_broadcast(x, shape, out_dt, t):
+        dst = _new(shape, out_dt, op, buffer=psum)
+        _broadcast_matmul(dst, x)
+    else:
+        dst = _new(shape, out_dt, op)
+        _broadcast_dma(dst, x)
     return dst
 
 

@@ -107,6 +107,15 @@ class Profiler:
 
     def __call__(self, *args, **kwargs) -> Profile:
         settings = Settings.from_env(target=self.target, **self.options)
+        from . import beta1
+        if isinstance(self.kernel, beta1.Beta1Kernel):
+            # a neuronxcc.nki.jit kernel runs as its own launch does: its programs on each core, in
+            # Beta-1 semantics (the grid's programs; plain func would run Beta-2 rules)
+            grid = beta1.Grid(self.kernel.specs)
+            args = beta1._specs_as_arrays(args)
+            kwargs = {k: beta1._specs_as_arrays(v) for k, v in kwargs.items()}
+            return run_profiled(beta1._body(self.kernel.func, grid), args, kwargs, lnc=grid.cores,
+                                program_ndim=len(grid.dims), settings=settings, compute=bool(self.compute))
         return run_profiled(self.kernel.func, args, kwargs, lnc=self.kernel.lnc,
                             program_ndim=len(self.kernel.grid), settings=settings,
                             compute=bool(self.compute))

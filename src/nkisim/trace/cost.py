@@ -13,6 +13,9 @@ notes of the nki.isa docstrings (aws-neuron-sdk commit cca37847) and the archite
   the operands' (their major free dim is 2); ``is_transpose`` counts no FLOPs and fp32 costs x2 on
   v3+ (transpose mode); ``nc_matmul_mx``: K is 4 x partitions (x4-packed dtypes), same cycles.
   The schedule adds MM_INIT when TensorE was idle (the pipeline is not back to back).
+- ``nl.broadcast_to`` along the partition dim (its TensorE matmul, ones[1, M] stationary):
+  ``max(min(MM_INIT, M), N)`` x4 fp32, no FLOPs; its PSUM result makes the reading
+  ``tensor_tensor`` cost N (one input in PSUM).
 - ``nc_transpose``: TensorE ``max(P, min(64, F))`` (fp32 x4 on v2, x2 on v3+); VectorE ``max(MIN_II, N)``.
 - VectorE / GpSimd / ScalarE elementwise: one input ``max(MIN_II, N)``, two inputs ``max(MIN_II, 2N)``
   with the documented exceptions and perf modes (see each function); the schedule adds the static
@@ -157,7 +160,24 @@ def pe_peak_flops_per_ns(t: arch.Target, mode: str = "bf16") -> float:
 
 # ---- TensorE ----------------------------------------------------------------------------------
 
+def _partition_broadcast(ev, t) -> Cost:
+    """nl.broadcast_to's TensorE matmul: ones[1, M] stationary (K = 1, M = the result's partitions),
+    x[1, N] moving: ``max(min(MM_INIT, M), N)`` x4 fp32 cycles. Decision: no FLOPs (a data move,
+    as a transpose)."""
+    x = _role(ev.reads, "x")
+    dst = ev.writes[0] if ev.writes else None
+    if x is None or dst is None:
+        return _generic(ev, t)
+    m, n = dst.partitions, _free(x)
+    factor = t.mm_fp32_factor if "float32" in (x.dtype, dst.dtype) else 1
+    cycles = max(min(t.mm_init_cycles, m), n) * factor
+    return _compute(ev, t, "tensor", cycles, f"partition broadcast matmul ones[1, {m}] x [1, {n}]: "
+                    f"max(min({t.mm_init_cycles}, {m}), {n}) cycles x{factor}", peak=pe_peak_flops_per_ns(t))
+
+
 def _nc_matmul(ev, t) -> Cost:
+    if ev.api == "nl.broadcast_to":
+        return _partition_broadcast(ev, t)
     st, mv = _role(ev.reads, "stationary"), _role(ev.reads, "moving")
     if st is None or mv is None:
         return _generic(ev, t)
