@@ -26,6 +26,7 @@ from ..memory import access as _access
 from ..memory.buffers import psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 from ..runtime import beta1 as _rt, loops as _loops
+from . import assign_target as _targets
 from . import beta1_isa as _beta1_isa, creation as _creation, misc as _misc, ops as _ops, tile as _tile
 from .indexing import arange, masked, mgrid, par_dim
 
@@ -57,6 +58,12 @@ class Beta1Op(_ops.Op):
     __slots__ = ()
 
     def __call__(self, *args, mask=None, dtype=None, **kwargs):
+        if not _targets._ACTIVE.get():
+            return _call_at(sys._getframe(1), f"nl.{self.name}", self._call, args,
+                            dict(kwargs, mask=mask, dtype=dtype))
+        return self._call(*args, mask=mask, dtype=dtype, **kwargs)
+
+    def _call(self, *args, mask=None, dtype=None, **kwargs):
         if dtype is None and self.name in _BOOL_RESULT:
             dtype = _d.bool_
         elif dtype is None and self.name == "divide" and len(args) == 2 and _all_integer(args):
@@ -75,6 +82,18 @@ class Beta1Op(_ops.Op):
 
 
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
+
+
+def _call_at(frame, api, fn, args, kwargs):
+    """``fn(*args, **kwargs)`` as the Beta-1 call ``api`` made at ``frame`` (its assignment target
+    offered to its result: ``assign_target``)."""
+    view = _targets.target(frame, args, kwargs)
+    active, hint = _targets._ACTIVE.set(True), _targets._HINT.set(None if view is None else (view, api))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _targets._HINT.reset(hint)
+        _targets._ACTIVE.reset(active)
 
 
 def _any_axes(name, args, kwargs, mask):
@@ -145,7 +164,9 @@ globals().update(TOKENS)
 
 
 def _masked(fn, api):
-    """``fn`` (a Beta-2 tile function) with a keyword-only ``mask=`` (None: no mask)."""
+    """``fn`` (a Beta-2 tile function) with a keyword-only ``mask=`` (None: no mask); its result
+    may be the statement's assignment target (``assign_target``)."""
+    @_targets.assignable(api)
     def beta1(*args, mask=None, **kwargs):
         with masked(mask):
             return fn(*args, **kwargs)
@@ -159,6 +180,7 @@ load = _masked(_tile.load, "nl.load")
 load_transpose2d = _masked(_tile.load_transpose2d, "nl.load_transpose2d")
 
 
+@_targets.assignable("nl.matmul")
 def matmul(x, y, *, transpose_x=False, mask=None):
     """``nl.matmul(x, y, *, transpose_x=False, mask=None)``: Beta 2's nl.matmul (a new fp32 PSUM
     tile). Decision: an operand in PSUM (e.g. an ``nl.transpose`` result, which the SDK's
@@ -411,10 +433,33 @@ def atomic_rmw(dst, value, op, *, mask=None):
 
 
 # ---- what Beta 1 documents but nkisim does not run ------------------------------------------------
-_MISSING = {
-    "all_reduce": "nki.collectives (all_reduce over ranks)",
-    "gemm_grid": None, "gemm_stationary_grid": None,
-}
+_MISSING = {"gemm_grid": None, "gemm_stationary_grid": None}
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False,
+               **kwargs):
+    """``nl.all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True,
+    asynchronous=False)``: "apply reduce operation over multiple SPMD programs" (x a tile, op a
+    NumPy ALU operator, program_axes an axis or a tuple of grid axes). Always raises
+    UnsupportedError.
+
+    Decision: not simulated. The Beta-1 docs give only the signature and "the reduced resulting
+    tile": not which programs receive it, when the programs meet (``asynchronous=True`` asks the
+    caller to synchronise "e.g. using nki.sync_thread", which Beta 1 does not document either), nor
+    what happens to programs on one core, which the Beta-1 programming model runs as independent
+    instances (nkisim runs a core's programs one after another, so no program could wait for a
+    later one). Its siblings (all_gather, reduce_scatter, all_to_all) are commented out of the same
+    index: the feature was never documented for use. The Beta-2 equivalent is a collective across
+    ranks: ``nki.collectives.all_reduce(srcs, dsts, replica_group, op)``, run with
+    ``nkisim.simulate_ranks(kernel, ranks=N, ...)``.
+    Source: aws-neuron-sdk 2.26 general/nki/api/nki/language/__init__.py (all_reduce),
+    general/nki/api/nki.language.rst (collectives)."""
+    raise UnsupportedError("nl.all_reduce", f"reducing a tile over the SPMD programs of grid axes "
+                                            f"{program_axes!r} is a Beta 1 (neuronxcc.nki.language) "
+                                            f"collective nkisim does not simulate (its programs run one "
+                                            f"after another); in Beta 2 use nki.collectives.all_reduce("
+                                            f"srcs, dsts, replica_group, op) across ranks, run with "
+                                            f"nkisim.simulate_ranks")
 
 
 def finfo(dtype):
@@ -450,5 +495,5 @@ __all__ = sorted(set(TOKENS) | {
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
     "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "loop_reduce", "atomic_rmw", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
-    "par_dim", "masked", "affine_range", "sequential_range", "static_range"})
+    "par_dim", "masked", "affine_range", "sequential_range", "static_range", "all_reduce"})
 __all__ = sorted(__all__ + ["finfo"])
