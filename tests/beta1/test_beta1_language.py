@@ -164,3 +164,16 @@ def test_all_reduce_over_programs_raises_unsupported_naming_the_beta2_collective
         nki.simulate_kernel(k[2], x)
     np.testing.assert_array_equal(x, before)
     assert list(inspect.signature(nl.all_reduce).parameters)[:3] == ["x", "op", "program_axes"]
+
+
+def test_rms_norm_broadcasts_a_one_partition_weight():
+    x, w = f32(8, 16), f32(1, 16)
+
+    @nki.jit(mode="simulation")
+    def k(x, w):
+        out = hbm(x.shape)
+        nl.store(out, nl.rms_norm(nl.load(x), nl.load(w), axis=1, n=16))
+        return out
+
+    want = x / np.sqrt((x.astype(np.float64) ** 2).sum(1, keepdims=True) / 16 + 1e-6) * w
+    np.testing.assert_allclose(nki.simulate_kernel(k, x, w), want, rtol=1e-5, atol=1e-6)

@@ -277,20 +277,52 @@ def b1_other_dtype(a):
     t[...] = nisa1.activation(np.exp, at, dtype=nl1.bfloat16)     # a bf16 result, then assigned
     u = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
     u[...] = nl1.exp(at)
-    u[...] = nl1.exp(u)                                           # reads its own target
+    u[:, 0:48] = nl1.exp(u[:, 24:72])                             # reads part of its own target
     nl1.store(out, nl1.add(t, u))
     return out
 
 
-def test_a_result_of_another_dtype_or_reading_its_target_is_still_assigned_by_value():
+def test_a_result_of_another_dtype_or_overlapping_its_target_is_still_assigned_by_value():
     got = b1_other_dtype(A)
     t = np.exp(A).astype(ml_dtypes.bfloat16).astype(np.float32)
-    u = np.exp(np.exp(A).astype(np.float32))
+    u = np.exp(A)
+    u[:, 0:48] = np.exp(u[:, 24:72].copy())
     np.testing.assert_allclose(got, t + u, rtol=1e-5)
     with nkisim.trace.record() as events:
         b1_other_dtype(A)
     act = [e for e in events if e.op == "activation"]
     assert [e.writes[0].dtype for e in act] == ["bfloat16", "float32", "float32"]
-    # the bf16 result and exp(u) (which reads u) each went to a new tile, not to their targets
+    # the bf16 result and exp(u[:, 24:72]) each went to a new tile, not to their targets
     assert act[1].writes[0].alloc != act[0].writes[0].alloc
     assert act[2].writes[0].alloc != act[2].reads[0].alloc
+
+
+@nki1.jit
+def b1_in_place(a, b):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    acc = nl1.load(a)
+    for _ in nl1.sequential_range(2):
+        acc[...] = nl1.add(acc, nl1.load(b))
+    acc[...] = nl1.exp(acc)
+    nl1.store(out, acc)
+    return out
+
+
+def b2_in_place(a, b):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    acc = nl2.load(a)
+    for _ in nl2.sequential_range(2):
+        bt = nl2.load(b)
+        nisa2.tensor_tensor(acc, acc, bt, nl2.add)
+    nisa2.activation(acc, nl2.exp, acc)
+    nl2.store(out, acc)
+    return out
+
+
+def test_assigning_over_the_operand_itself_writes_in_place_as_the_port_does():
+    got1, ev1 = _events(lambda: b1_in_place(A, B))
+    got2, ev2 = _events(lambda: nki2.simulate(b2_in_place)(A, B))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    np.testing.assert_allclose(got1, np.exp(A + B + B), rtol=1e-5)
+    assert {e.writes[0].alloc for e in ev1[1:-1] if e.op != "dma_copy"} == {ev1[0].writes[0].alloc}

@@ -7,7 +7,8 @@ form, ``t[key]`` is evaluated first (in the kernel's frame) and offered to the c
 allocation (``take``). The statement is found from the calling instruction's source position and
 the kernel file's syntax tree (cached per call site); nothing is offered when the source cannot be
 read, the key holds a call other than an index builder, or the view is not a plain on-chip view
-that no operand of the call shares memory with. Python's own ``t[key] = result`` then assigns the
+whose memory no operand of the call shares except as exactly that view (``acc[...] = nl.add(acc,
+x)`` writes acc in place: the call's final instruction reads its operands before writing). Python's own ``t[key] = result`` then assigns the
 view to exactly itself, which ``NkiTensor.__setitem__`` skips.
 """
 from __future__ import annotations
@@ -80,9 +81,17 @@ def target(frame, args, kwargs) -> NkiTensor | None:
         return None
     if type(view) is not NkiTensor or not view.on_chip or view.oob is not None or view.dynamic:
         return None
-    if any(t.alloc is view.alloc for t in _tiles((args, kwargs))):
-        return None
+    for t in _tiles((args, kwargs)):
+        if getattr(t, "alloc", None) is view.alloc and not _same_view(t, view):
+            return None
     return view
+
+
+def _same_view(t, view) -> bool:
+    """``t`` is exactly ``view`` (``acc[...] = nl.add(acc, x)``): the call's last instruction reads
+    its operands before it writes, so the result is the value assigned either way."""
+    return (type(t) is NkiTensor and t.storage is view.storage and t.offset == view.offset
+            and t.shape == view.shape and t.strides == view.strides and t.dtype == view.dtype)
 
 
 def _tiles(value):

@@ -96,6 +96,14 @@ def _call_at(frame, api, fn, args, kwargs):
         _targets._ACTIVE.reset(active)
 
 
+def _partition_only(mask) -> bool:
+    """``mask`` is a range of its first (partition) axis alone: no other axis restricted, no
+    element-wise part (``memory.masks.Box``)."""
+    from ..memory.masks import as_box
+    box = as_box(mask)
+    return box is not None and not box.empty and box.keep is None and _builtins.all(r is None for r in box.ranges[1:])
+
+
 def _any_axes(name, args, kwargs, mask):
     """Beta-1 reductions over any free axes (``nl.sum(t, axis=[2, 4])``): the arguments for the
     Beta-2 reduction and the result shape to view its result as (None: as it comes).
@@ -108,7 +116,8 @@ def _any_axes(name, args, kwargs, mask):
     reduction runs; ``keepdims=True`` puts the size-1 dims back where the reduced axes were (a
     view of the result). The partition dim 0 still cannot be reduced (ShapeError). A ``mask=``
     with non-trailing axes raises UnsupportedError (the mask's axes are the tile's, not the
-    permuted view's). ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
+    permuted view's), unless it restricts the partition dim only (nki-samples' maxpooling:
+    ``mask=(i_h < h)``), which the permutation keeps first. ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
     removed, as the 2.26 docs say ("the input tile's shape with the specified axes removed";
     Beta 2's ``nl.var`` keeps them).
     """
@@ -129,7 +138,7 @@ def _any_axes(name, args, kwargs, mask):
     want = tuple(1 if d in axes else x.shape[d] for d in range(n)) if keepdims else removed
     if axes == list(range(n - len(axes), n)):
         return args, kwargs, want if name == "var" or keepdims else None
-    if mask is not None and mask is not True:
+    if mask is not None and mask is not True and not _partition_only(mask):
         raise UnsupportedError(f"nl.{name}", f"a mask with reduction axes {list(axes)} that are not the "
                                              f"trailing free dims of a {n}-D tile; reduce trailing axes "
                                              f"(permute the tile's index expressions) or drop the mask")
@@ -201,7 +210,16 @@ def _to_sbuf(t):
 
 transpose = _masked(_tile.transpose, "nl.transpose")
 softmax = _masked(_tile.softmax, "nl.softmax")
-rms_norm = _masked(_tile.rms_norm, "nl.rms_norm")
+@_targets.assignable("nl.rms_norm")
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None):
+    """``nl.rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype, compute_dtype, mask)``: Beta 2's
+    ``x / RMS(x) * w``. Decision (the docs say only "w: weight tile"): a one-partition ``w`` of x's
+    rank ((1, F) with x (P, F)) is broadcast along the partition dim, as every Beta-1 binary op
+    broadcasts one (``nl.broadcast_to``, one instruction)."""
+    with masked(mask):
+        if isinstance(x, NkiTensor) and isinstance(w, NkiTensor) and x.ndim == w.ndim:
+            _, w = _partition_broadcast(x, w)
+        return _tile.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype)
 where = _masked(_tile.where, "nl.where")
 gather_flattened = _masked(_tile.gather_flattened, "nl.gather_flattened")
 dropout = _masked(_misc.dropout, "nl.dropout")
