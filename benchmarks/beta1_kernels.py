@@ -2,7 +2,7 @@
 reference: one PASS / FAIL / SKIP line per kernel and a total (issue 15's closing figures).
 
 Usage: python benchmarks/beta1_kernels.py SDK_CHECKOUT SAMPLES_CHECKOUT [--only SUBSTR ...]
-       [--list] [--timeout SECONDS] [--no-unit]
+       [--skip SUBSTR ...] [--list] [--timeout SECONDS] [--no-unit]
 
 - ``SDK_CHECKOUT``: aws-neuron/aws-neuron-sdk at a release with the Beta-1 tutorials (2.2x, e.g.
   v2.26.0: ``general/nki/examples``): RMSNorm, LayerNorm, SPMD tensor add (one and two cores),
@@ -354,12 +354,13 @@ def _last_line(text):
     return lines[-1][:300] if lines else "?"
 
 
-def run(sdk, samples, only=(), timeout=1800, unit=True, out=sys.stdout):
-    """Run every case (those naming one of ``only``); returns (passed, failed, skipped)."""
+def run(sdk, samples, only=(), timeout=1800, unit=True, out=sys.stdout, skip=()):
+    """Run every case (those naming one of ``only``, none of ``skip``); returns (passed, failed,
+    skipped)."""
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     env = _env(samples)
     for name, d, fn, unit_file in _cases(sdk, samples, unit):
-        if only and not any(o in name for o in only):
+        if (only and not any(o in name for o in only)) or any(o in name for o in skip):
             continue
         t = time.time()
         if unit_file is not None and unit_file.startswith("skip:"):
@@ -394,6 +395,7 @@ def main(argv=None):
     p.add_argument("sdk", metavar="SDK_CHECKOUT", help="aws-neuron-sdk at a 2.2x release (general/nki/examples)")
     p.add_argument("samples", metavar="SAMPLES_CHECKOUT", help="nki-samples (c4b806e^ for every kernel)")
     p.add_argument("--only", nargs="*", default=(), help="run only the cases whose name contains one of these")
+    p.add_argument("--skip", nargs="*", default=(), help="leave out the cases whose name contains one of these")
     p.add_argument("--list", action="store_true", help="list the case names and exit")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per case (default 1800)")
     p.add_argument("--no-unit", action="store_true", help="leave out the nki-samples unit test files")
@@ -418,7 +420,7 @@ def main(argv=None):
         for name, *_ in _cases(sdk, samples, not a.no_unit):
             print(name)
         return 0
-    _, failed, _ = run(sdk, samples, a.only, a.timeout, not a.no_unit)
+    _, failed, _ = run(sdk, samples, a.only, a.timeout, not a.no_unit, skip=a.skip)
     return 1 if failed else 0
 
 

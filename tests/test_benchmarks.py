@@ -537,3 +537,32 @@ def test_tutorials_step_improves_only_beyond_one_percent():
     assert not tut.improves(2075.2477, 2075.2498)
     assert not tut.improves(99.5, 100.0) and tut.improves(98.9, 100.0)
     assert not tut.improves(None, 100.0) and not tut.improves(1.0, None)
+
+
+def test_beta1_sdk_suite_script_starts_and_rejects_a_missing_checkout(tmp_path):
+    script = os.path.join(BENCH, "beta1_sdk_suite.py")
+    res = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "SDK_CHECKOUT" in res.stdout
+    res = subprocess.run([sys.executable, script, str(tmp_path / "nosdk")], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "SDK_CHECKOUT" in res.stderr and "nki/test" in res.stderr
+
+
+def test_beta1_sdk_suite_script_counts_each_file_in_a_child(tmp_path):
+    script = os.path.join(BENCH, "beta1_sdk_suite.py")
+    suite = tmp_path / "nki" / "test"
+    suite.mkdir(parents=True)
+    (suite / "test_a.py").write_text(
+        "import unittest\nimport neuronxcc.nki.language as nl\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_ok(self):\n        self.assertTrue(callable(nl.load))\n"
+        "    def test_bad(self):\n        self.assertEqual(1, 2)\n")
+    (suite / "test_empty.py").write_text("X = 1\n")
+    res = subprocess.run([sys.executable, script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    lines = res.stdout.strip().splitlines()
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert lines[0].startswith("FAIL test_a.py (") and lines[0].endswith("1 failed, 1 passed")
+    assert lines[1] == "    FAILED test_a.py::T::test_bad"
+    assert lines[2].startswith("PASS test_empty.py (") and lines[2].endswith("no tests in this file")
+    assert lines[-1] == ("total: 1 passed, 0 xpassed, 1 failed, 0 failed (known test faults), 0 errors, "
+                         "0 skipped")

@@ -1,6 +1,8 @@
 """Beta-1 ``neuronxcc.nki.language``: tile functions with Beta-1 signatures and defaults
 (comparisons -> bool, partition broadcasting, PSUM and scalar stores, static_cast, loop_reduce),
 and clear errors for what does not run. References are NumPy formulas."""
+import inspect
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -136,7 +138,42 @@ def test_operator_tokens_are_usable_as_op():
 
 
 def test_documented_but_missing_names_raise_unsupported():
-    with pytest.raises(UnsupportedError, match=r"^nl\.all_reduce: "):
-        nl.all_reduce
+    with pytest.raises(UnsupportedError, match=r"^nl\.gemm_grid: "):
+        nl.gemm_grid
     with pytest.raises(AttributeError, match="has no attribute 'no_such_thing'"):
         nl.no_such_thing
+
+
+def test_all_reduce_over_programs_raises_unsupported_naming_the_beta2_collective():
+    x = f32(4, 8)
+
+    @nki.jit(mode="simulation")
+    def k(x):
+        out = hbm(x.shape)
+        t = nl.all_reduce(nl.load(x), op=np.add, program_axes=0)
+        nl.store(out, t)
+        return out
+
+    before = x.copy()
+    with pytest.raises(UnsupportedError, match=r"^nl\.all_reduce: reducing a tile over the SPMD programs of grid "
+                                               r"axes 0 is a Beta 1 \(neuronxcc\.nki\.language\) collective nkisim "
+                                               r"does not simulate \(its programs run one after another\); in Beta 2 "
+                                               r"use nki\.collectives\.all_reduce\(srcs, dsts, replica_group, op\) "
+                                               r"across ranks, run with nkisim\.simulate_ranks "
+                                               r"\(test_beta1_language\.py:\d+\)$"):
+        nki.simulate_kernel(k[2], x)
+    np.testing.assert_array_equal(x, before)
+    assert list(inspect.signature(nl.all_reduce).parameters)[:3] == ["x", "op", "program_axes"]
+
+
+def test_rms_norm_broadcasts_a_one_partition_weight():
+    x, w = f32(8, 16), f32(1, 16)
+
+    @nki.jit(mode="simulation")
+    def k(x, w):
+        out = hbm(x.shape)
+        nl.store(out, nl.rms_norm(nl.load(x), nl.load(w), axis=1, n=16))
+        return out
+
+    want = x / np.sqrt((x.astype(np.float64) ** 2).sum(1, keepdims=True) / 16 + 1e-6) * w
+    np.testing.assert_allclose(nki.simulate_kernel(k, x, w), want, rtol=1e-5, atol=1e-6)

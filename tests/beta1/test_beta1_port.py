@@ -3,7 +3,9 @@
 ``neuronxcc.nki.typing`` (as nki-library's kernels are) still runs."""
 import dataclasses
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 import neuronxcc.nki as nki1
 import neuronxcc.nki.isa as nisa1
@@ -75,3 +77,252 @@ def test_beta2_kernel_annotated_with_neuronxcc_typing_runs():
 
     x = RNG.standard_normal((4, 8)).astype(np.float32)
     np.testing.assert_array_equal(nki2.simulate(kernel)(x, np.zeros_like(x)), x)
+
+
+# ---- ``t[key] = <Beta-1 call>`` writes t[key] itself, as its Beta-2 port's dst= does --------------
+def _same(ev1, ev2):
+    """Events equal in op, engine, operands (allocation, view, bytes) and options; ``api`` differs
+    where the Beta-1 spelling is an ``nl`` function, and a Beta-1 masked instruction carries the
+    ``mask`` option its port (a sliced view) does not."""
+    def key(e):
+        return dataclasses.replace(e, api="", options={k: v for k, v in e.options.items() if k != "mask"})
+    assert len(ev1) == len(ev2), ([e.op for e in ev1], [e.op for e in ev2])
+    for e1, e2 in zip(ev1, ev2):
+        assert key(e1) == key(e2), (e1, e2)
+
+
+@nki1.jit
+def b1_add(a, b):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at, bt = nl1.load(a), nl1.load(b)
+    t = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    t[...] = nl1.add(at, bt)
+    nl1.store(out, t)
+    return out
+
+
+def b2_add(a, b):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    at, bt = nl2.load(a), nl2.load(b)
+    t = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.tensor_tensor(t, at, bt, nl2.add)
+    nl2.store(out, t)
+    return out
+
+
+@nki1.jit
+def b1_matmul(a, b):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at, bt = nl1.load(a), nl1.load(b)
+    ps = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.psum)
+    ps[...] = nisa1.nc_matmul(at, bt)
+    ps[...] = nisa1.nc_matmul(at, bt)            # overwrites (``+=`` would accumulate)
+    q = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.psum)
+    q[...] = nl1.matmul(at, bt, transpose_x=True)
+    qs = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    qs[...] = nisa1.tensor_copy(q)
+    s = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    s[...] = nisa1.tensor_tensor(ps, qs, np.add)
+    nl1.store(out, s)
+    return out
+
+
+def b2_matmul(a, b):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    at, bt = nl2.load(a), nl2.load(b)
+    ps = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.psum)
+    nisa2.nc_matmul(ps, at, bt, accumulate=False)
+    nisa2.nc_matmul(ps, at, bt, accumulate=False)
+    q = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.psum)
+    nisa2.nc_matmul(q, at, bt, accumulate=False)
+    qs = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.tensor_copy(qs, q)
+    s = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.tensor_tensor(s, ps, qs, nl2.add)
+    nl2.store(out, s)
+    return out
+
+
+@nki1.jit
+def b1_activation(a, g):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at, gt = nl1.load(a), nl1.load(g)
+    t = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    t[...] = nisa1.memset((64, 96), 0.0, nl1.float32)
+    t[:, nl1.ds(32, 48)] = nisa1.activation(np.tanh, at[:, 0:48], bias=gt, scale=2.0)
+    nl1.store(out, t)
+    return out
+
+
+def b2_activation(a, g):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    at, gt = nl2.load(a), nl2.load(g)
+    t = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.memset(t, 0.0)
+    nisa2.activation(t[:, 32:80], nl2.tanh, at[:, 0:48], bias=gt, scale=2.0)
+    nl2.store(out, t)
+    return out
+
+
+@nki1.jit
+def b1_reduce(a):
+    out = nl1.ndarray((64, 1), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at = nl1.load(a)
+    m = nl1.ndarray((64, 1), dtype=nl1.float32, buffer=nl1.sbuf)
+    m[...] = nisa1.tensor_reduce(np.max, at, axis=1, keepdims=True)
+    nl1.store(out, m)
+    return out
+
+
+def b2_reduce(a):
+    out = nl2.ndarray((64, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    at = nl2.load(a)
+    m = nl2.ndarray((64, 1), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.tensor_reduce(m, nl2.maximum, at, axis=1, keepdims=True)
+    nl2.store(out, m)
+    return out
+
+
+@nki1.jit
+def b1_masked(a):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at = nl1.load(a)
+    i_p, i_f = nl1.arange(64)[:, None], nl1.arange(96)[None, :]
+    t = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    t[...] = nisa1.memset((64, 96), 0.0, nl1.float32)
+    t[i_p, i_f] = nl1.exp(at[i_p, i_f], mask=(i_p < 48))
+    nl1.store(out, t)
+    return out
+
+
+def b2_masked(a):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    at = nl2.load(a)
+    t = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.memset(t, 0.0)
+    nisa2.activation(t[0:48, :], nl2.exp, at[0:48, :])
+    nl2.store(out, t)
+    return out
+
+
+@nki1.jit
+def b1_load(a):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    t = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    t[:, 0:48] = nl1.load(a[:, 48:96])
+    t[:, 48:96] = nl1.load(a[:, 0:48])
+    nl1.store(out, t)
+    return out
+
+
+def b2_load(a):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    t = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=t[:, 0:48], src=a[:, 48:96])
+    nisa2.dma_copy(dst=t[:, 48:96], src=a[:, 0:48])
+    nl2.store(out, t)
+    return out
+
+
+def _tanh_ref(a, g):
+    want = np.zeros((64, 96), np.float32)
+    want[:, 32:80] = np.tanh(a[:, :48].astype(np.float32) * 2.0 + g)
+    return want
+
+
+def _masked_ref(a):
+    want = np.zeros((64, 96), np.float32)
+    want[:48] = np.exp(a[:48])
+    return want
+
+
+A = RNG.standard_normal((64, 96)).astype(np.float32)
+B = RNG.standard_normal((64, 96)).astype(np.float32)
+G = RNG.standard_normal((64, 1)).astype(np.float32)
+K, N = RNG.standard_normal((32, 64)).astype(np.float32), RNG.standard_normal((32, 96)).astype(np.float32)
+PAIRS = {
+    "add": (b1_add, b2_add, (A, B), lambda a, b: a + b, 0.0),
+    "matmul": (b1_matmul, b2_matmul, (K, N), lambda a, b: 2.0 * (a.T.astype(np.float64) @ b), 1e-4),
+    "activation": (b1_activation, b2_activation, (A, G), _tanh_ref, 1e-5),
+    "reduce": (b1_reduce, b2_reduce, (A,), lambda a: a.max(axis=1, keepdims=True), 0.0),
+    "masked": (b1_masked, b2_masked, (A,), _masked_ref, 1e-5),
+    "load": (b1_load, b2_load, (A,), lambda a: np.concatenate([a[:, 48:], a[:, :48]], 1), 0.0),
+}
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_assigning_a_beta1_result_writes_the_target_as_the_port_does(name):
+    k1, k2, args, ref, rtol = PAIRS[name]
+    got1, ev1 = _events(lambda: k1(*args))
+    got2, ev2 = _events(lambda: nki2.simulate(k2)(*args))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    store = ev1[-1]
+    assert store.api == "nl.store"
+    # the last compute event wrote the allocation the store reads: no copy in between
+    assert ev1[-2].writes[0].alloc == store.reads[0].alloc
+    np.testing.assert_allclose(got1, ref(*args), rtol=rtol, atol=rtol)
+
+
+def test_masked_beta1_instruction_keeps_its_mask_flag():
+    _, ev1 = _events(lambda: b1_masked(A))
+    assert [e.options.get("mask") for e in ev1 if e.op == "activation"] == [True]
+
+
+@nki1.jit
+def b1_other_dtype(a):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    at = nl1.load(a)
+    t = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    t[...] = nisa1.activation(np.exp, at, dtype=nl1.bfloat16)     # a bf16 result, then assigned
+    u = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.sbuf)
+    u[...] = nl1.exp(at)
+    u[:, 0:48] = nl1.exp(u[:, 24:72])                             # reads part of its own target
+    nl1.store(out, nl1.add(t, u))
+    return out
+
+
+def test_a_result_of_another_dtype_or_overlapping_its_target_is_still_assigned_by_value():
+    got = b1_other_dtype(A)
+    t = np.exp(A).astype(ml_dtypes.bfloat16).astype(np.float32)
+    u = np.exp(A)
+    u[:, 0:48] = np.exp(u[:, 24:72].copy())
+    np.testing.assert_allclose(got, t + u, rtol=1e-5)
+    with nkisim.trace.record() as events:
+        b1_other_dtype(A)
+    act = [e for e in events if e.op == "activation"]
+    assert [e.writes[0].dtype for e in act] == ["bfloat16", "float32", "float32"]
+    # the bf16 result and exp(u[:, 24:72]) each went to a new tile, not to their targets
+    assert act[1].writes[0].alloc != act[0].writes[0].alloc
+    assert act[2].writes[0].alloc != act[2].reads[0].alloc
+
+
+@nki1.jit
+def b1_in_place(a, b):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    acc = nl1.load(a)
+    for _ in nl1.sequential_range(2):
+        acc[...] = nl1.add(acc, nl1.load(b))
+    acc[...] = nl1.exp(acc)
+    nl1.store(out, acc)
+    return out
+
+
+def b2_in_place(a, b):
+    out = nl2.ndarray((64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    acc = nl2.load(a)
+    for _ in nl2.sequential_range(2):
+        bt = nl2.load(b)
+        nisa2.tensor_tensor(acc, acc, bt, nl2.add)
+    nisa2.activation(acc, nl2.exp, acc)
+    nl2.store(out, acc)
+    return out
+
+
+def test_assigning_over_the_operand_itself_writes_in_place_as_the_port_does():
+    got1, ev1 = _events(lambda: b1_in_place(A, B))
+    got2, ev2 = _events(lambda: nki2.simulate(b2_in_place)(A, B))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    np.testing.assert_allclose(got1, np.exp(A + B + B), rtol=1e-5)
+    assert {e.writes[0].alloc for e in ev1[1:-1] if e.op != "dma_copy"} == {ev1[0].writes[0].alloc}

@@ -70,10 +70,29 @@ def test_the_partition_dim_cannot_be_reduced():
         nki.simulate_kernel(reduce_kernel(lambda t: nl.sum(t, axis=[0, 2])), A)
 
 
-def test_a_mask_with_non_trailing_axes_is_refused():
+def test_a_mask_on_a_free_axis_with_non_trailing_axes_is_refused():
     def fn(t):
-        i = nl.arange(4)[:, None, None, None, None]
-        return nl.sum(t, axis=[2, 4], mask=i < 2)
+        j = nl.arange(3)[None, :, None, None, None]
+        return nl.sum(t, axis=[2, 4], mask=j < 2)
     with pytest.raises(UnsupportedError, match=re.escape("nl.sum: a mask with reduction axes [2, 4] that are "
                                                          "not the trailing free dims of a 5-D tile")):
         nki.simulate_kernel(reduce_kernel(fn), A)
+
+
+def test_a_partition_only_mask_on_a_non_trailing_reduction_keeps_the_masked_rows():
+    # nki-samples' maxpooling: a (P, k, W, k) window view, max over axes [1, 3], rows masked
+    x = RNG.standard_normal((10, 8)).astype(np.float32)
+
+    @nki.jit(mode="simulation")
+    def k(a):
+        out = nl.ndarray((6, 6), dtype=a.dtype, buffer=nl.shared_hbm)
+        i_h, i_kh, i_w = nl.mgrid[0:8, 0:3, 0:8]
+        t = nl.load(a[i_h + i_kh, i_w], mask=(i_h < 8))
+        i_h, i_kh, i_w, i_kw = nl.mgrid[0:8, 0:3, 0:6, 0:3]
+        m = nl.max(t[i_h, i_kh, i_w + i_kw], axis=[1, 3], mask=(i_h < 6))
+        i_o, j_o = nl.mgrid[0:8, 0:6]
+        nl.store(out[i_o, j_o], value=m, mask=(i_o < 6))
+        return out
+
+    want = np.array([[x[i:i + 3, j:j + 3].max() for j in range(6)] for i in range(6)], np.float32)
+    np.testing.assert_array_equal(nki.simulate_kernel(k, x), want)

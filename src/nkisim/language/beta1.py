@@ -26,6 +26,7 @@ from ..memory import access as _access
 from ..memory.buffers import psum, sbuf, shared_hbm
 from ..memory.tensor import NkiTensor
 from ..runtime import beta1 as _rt, loops as _loops
+from . import assign_target as _targets
 from . import beta1_isa as _beta1_isa, creation as _creation, misc as _misc, ops as _ops, tile as _tile
 from .indexing import arange, masked, mgrid, par_dim
 
@@ -57,6 +58,12 @@ class Beta1Op(_ops.Op):
     __slots__ = ()
 
     def __call__(self, *args, mask=None, dtype=None, **kwargs):
+        if not _targets._ACTIVE.get():
+            return _call_at(sys._getframe(1), f"nl.{self.name}", self._call, args,
+                            dict(kwargs, mask=mask, dtype=dtype))
+        return self._call(*args, mask=mask, dtype=dtype, **kwargs)
+
+    def _call(self, *args, mask=None, dtype=None, **kwargs):
         if dtype is None and self.name in _BOOL_RESULT:
             dtype = _d.bool_
         elif dtype is None and self.name == "divide" and len(args) == 2 and _all_integer(args):
@@ -77,6 +84,26 @@ class Beta1Op(_ops.Op):
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
 
 
+def _call_at(frame, api, fn, args, kwargs):
+    """``fn(*args, **kwargs)`` as the Beta-1 call ``api`` made at ``frame`` (its assignment target
+    offered to its result: ``assign_target``)."""
+    view = _targets.target(frame, args, kwargs)
+    active, hint = _targets._ACTIVE.set(True), _targets._HINT.set(None if view is None else (view, api))
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _targets._HINT.reset(hint)
+        _targets._ACTIVE.reset(active)
+
+
+def _partition_only(mask) -> bool:
+    """``mask`` is a range of its first (partition) axis alone: no other axis restricted, no
+    element-wise part (``memory.masks.Box``)."""
+    from ..memory.masks import as_box
+    box = as_box(mask)
+    return box is not None and not box.empty and box.keep is None and _builtins.all(r is None for r in box.ranges[1:])
+
+
 def _any_axes(name, args, kwargs, mask):
     """Beta-1 reductions over any free axes (``nl.sum(t, axis=[2, 4])``): the arguments for the
     Beta-2 reduction and the result shape to view its result as (None: as it comes).
@@ -89,7 +116,8 @@ def _any_axes(name, args, kwargs, mask):
     reduction runs; ``keepdims=True`` puts the size-1 dims back where the reduced axes were (a
     view of the result). The partition dim 0 still cannot be reduced (ShapeError). A ``mask=``
     with non-trailing axes raises UnsupportedError (the mask's axes are the tile's, not the
-    permuted view's). ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
+    permuted view's), unless it restricts the partition dim only (nki-samples' maxpooling:
+    ``mask=(i_h < h)``), which the permutation keeps first. ``nl.var`` (Beta 1, no ``keepdims``): the result has the reduced axes
     removed, as the 2.26 docs say ("the input tile's shape with the specified axes removed";
     Beta 2's ``nl.var`` keeps them).
     """
@@ -110,7 +138,7 @@ def _any_axes(name, args, kwargs, mask):
     want = tuple(1 if d in axes else x.shape[d] for d in range(n)) if keepdims else removed
     if axes == list(range(n - len(axes), n)):
         return args, kwargs, want if name == "var" or keepdims else None
-    if mask is not None and mask is not True:
+    if mask is not None and mask is not True and not _partition_only(mask):
         raise UnsupportedError(f"nl.{name}", f"a mask with reduction axes {list(axes)} that are not the "
                                              f"trailing free dims of a {n}-D tile; reduce trailing axes "
                                              f"(permute the tile's index expressions) or drop the mask")
@@ -145,7 +173,9 @@ globals().update(TOKENS)
 
 
 def _masked(fn, api):
-    """``fn`` (a Beta-2 tile function) with a keyword-only ``mask=`` (None: no mask)."""
+    """``fn`` (a Beta-2 tile function) with a keyword-only ``mask=`` (None: no mask); its result
+    may be the statement's assignment target (``assign_target``)."""
+    @_targets.assignable(api)
     def beta1(*args, mask=None, **kwargs):
         with masked(mask):
             return fn(*args, **kwargs)
@@ -159,6 +189,7 @@ load = _masked(_tile.load, "nl.load")
 load_transpose2d = _masked(_tile.load_transpose2d, "nl.load_transpose2d")
 
 
+@_targets.assignable("nl.matmul")
 def matmul(x, y, *, transpose_x=False, mask=None):
     """``nl.matmul(x, y, *, transpose_x=False, mask=None)``: Beta 2's nl.matmul (a new fp32 PSUM
     tile). Decision: an operand in PSUM (e.g. an ``nl.transpose`` result, which the SDK's
@@ -179,7 +210,16 @@ def _to_sbuf(t):
 
 transpose = _masked(_tile.transpose, "nl.transpose")
 softmax = _masked(_tile.softmax, "nl.softmax")
-rms_norm = _masked(_tile.rms_norm, "nl.rms_norm")
+@_targets.assignable("nl.rms_norm")
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None):
+    """``nl.rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype, compute_dtype, mask)``: Beta 2's
+    ``x / RMS(x) * w``. Decision (the docs say only "w: weight tile"): a one-partition ``w`` of x's
+    rank ((1, F) with x (P, F)) is broadcast along the partition dim, as every Beta-1 binary op
+    broadcasts one (``nl.broadcast_to``, one instruction)."""
+    with masked(mask):
+        if isinstance(x, NkiTensor) and isinstance(w, NkiTensor) and x.ndim == w.ndim:
+            _, w = _partition_broadcast(x, w)
+        return _tile.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype)
 where = _masked(_tile.where, "nl.where")
 gather_flattened = _masked(_tile.gather_flattened, "nl.gather_flattened")
 dropout = _masked(_misc.dropout, "nl.dropout")
@@ -411,10 +451,33 @@ def atomic_rmw(dst, value, op, *, mask=None):
 
 
 # ---- what Beta 1 documents but nkisim does not run ------------------------------------------------
-_MISSING = {
-    "all_reduce": "nki.collectives (all_reduce over ranks)",
-    "gemm_grid": None, "gemm_stationary_grid": None,
-}
+_MISSING = {"gemm_grid": None, "gemm_stationary_grid": None}
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False,
+               **kwargs):
+    """``nl.all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True,
+    asynchronous=False)``: "apply reduce operation over multiple SPMD programs" (x a tile, op a
+    NumPy ALU operator, program_axes an axis or a tuple of grid axes). Always raises
+    UnsupportedError.
+
+    Decision: not simulated. The Beta-1 docs give only the signature and "the reduced resulting
+    tile": not which programs receive it, when the programs meet (``asynchronous=True`` asks the
+    caller to synchronise "e.g. using nki.sync_thread", which Beta 1 does not document either), nor
+    what happens to programs on one core, which the Beta-1 programming model runs as independent
+    instances (nkisim runs a core's programs one after another, so no program could wait for a
+    later one). Its siblings (all_gather, reduce_scatter, all_to_all) are commented out of the same
+    index: the feature was never documented for use. The Beta-2 equivalent is a collective across
+    ranks: ``nki.collectives.all_reduce(srcs, dsts, replica_group, op)``, run with
+    ``nkisim.simulate_ranks(kernel, ranks=N, ...)``.
+    Source: aws-neuron-sdk 2.26 general/nki/api/nki/language/__init__.py (all_reduce),
+    general/nki/api/nki.language.rst (collectives)."""
+    raise UnsupportedError("nl.all_reduce", f"reducing a tile over the SPMD programs of grid axes "
+                                            f"{program_axes!r} is a Beta 1 (neuronxcc.nki.language) "
+                                            f"collective nkisim does not simulate (its programs run one "
+                                            f"after another); in Beta 2 use nki.collectives.all_reduce("
+                                            f"srcs, dsts, replica_group, op) across ranks, run with "
+                                            f"nkisim.simulate_ranks")
 
 
 def finfo(dtype):
@@ -450,5 +513,5 @@ __all__ = sorted(set(TOKENS) | {
     "random_seed", "no_reorder", "fp32", "bfp16", "shared_constant", "shared_identity_matrix",
     "static_cast", "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
     "loop_reduce", "atomic_rmw", "program_id", "num_programs", "program_ndim", "spmd_dim", "nc", "arange", "mgrid",
-    "par_dim", "masked", "affine_range", "sequential_range", "static_range"})
+    "par_dim", "masked", "affine_range", "sequential_range", "static_range", "all_reduce"})
 __all__ = sorted(__all__ + ["finfo"])

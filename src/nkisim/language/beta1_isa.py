@@ -22,7 +22,7 @@ from ..errors import ArgumentError, ShapeError, UnsupportedError
 from ..isa import enums as _e
 from ..memory.buffers import psum, sbuf
 from ..memory.tensor import NkiTensor
-from . import creation as _creation, tile as _tile
+from . import assign_target as _targets, creation as _creation, tile as _tile
 from .indexing import masked
 from .misc import fp32
 
@@ -105,8 +105,13 @@ def _tok(op):
     return op
 
 
-def _new(shape, dtype, buffer=sbuf):
-    """The result tile (an allocation, no instruction)."""
+def _new(shape, dtype, buffer=sbuf, api=None):
+    """The result tile (an allocation, no instruction); with ``api``, the result of that Beta-1
+    call, which may be the statement's assignment target (``assign_target``)."""
+    if api is not None:
+        view = _targets.take(shape, _d.as_dtype(dtype) or dtype, buffer, api)
+        if view is not None:
+            return view
     return _creation.ndarray(tuple(int(s) for s in shape), dtype, buffer=buffer)
 
 
@@ -128,13 +133,14 @@ def _no_kwargs(op, kwargs):
 
 
 # ---- element-wise and activations ---------------------------------------------------------------
+@_targets.assignable("nisa.activation")
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None, **kwargs):
     """``r = nisa.activation(op, data, *, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype)``:
     r = op(data * scale + bias), a new SBUF tile (Beta-2 ``nisa.activation(dst, ...)``)."""
     _no_kwargs("nisa.activation", kwargs)
     with masked(mask):
-        dst = _new(data.shape, _dt(dtype, data))
+        dst = _new(data.shape, _dt(dtype, data), api="nisa.activation")
         _isa.activation(dst, _tok(op), data, bias=bias, scale=scale, reduce_op=_tok(reduce_op), reduce_res=reduce_res,
                         reduce_cmd=_cmd(reduce_cmd, "nisa.activation"))
     return dst
@@ -149,32 +155,35 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
     return dst
 
 
+@_targets.assignable("nisa.tensor_tensor")
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
     """``r = nisa.tensor_tensor(data1, data2, op, *, dtype, mask, engine)``: r = data1 op data2."""
     _no_kwargs("nisa.tensor_tensor", kwargs)
     with masked(mask):
-        dst = _new(data1.shape, _dt(dtype, data1, data2))
+        dst = _new(data1.shape, _dt(dtype, data1, data2), api="nisa.tensor_tensor")
         _isa.tensor_tensor(dst, data1, data2, _tok(op), engine=_engine(engine, "nisa.tensor_tensor"))
     return dst
 
 
+@_targets.assignable("nisa.tensor_scalar")
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """``r = nisa.tensor_scalar(data, op0, operand0, ..., *, dtype, mask, engine)``."""
     _no_kwargs("nisa.tensor_scalar", kwargs)
     with masked(mask):
-        dst = _new(data.shape, _dt(dtype, data))
+        dst = _new(data.shape, _dt(dtype, data), api="nisa.tensor_scalar")
         _isa.tensor_scalar(dst, data, _tok(op0), operand0, reverse0=reverse0, op1=_tok(op1), operand1=operand1,
                            reverse1=reverse1, engine=_engine(engine, "nisa.tensor_scalar"))
     return dst
 
 
+@_targets.assignable("nisa.scalar_tensor_tensor")
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """``r = nisa.scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, ...)``."""
     _no_kwargs("nisa.scalar_tensor_tensor", kwargs)
     with masked(mask):
-        dst = _new(data.shape, _dt(dtype, data, operand1))
+        dst = _new(data.shape, _dt(dtype, data, operand1), api="nisa.scalar_tensor_tensor")
         _isa.scalar_tensor_tensor(dst, data, _tok(op0), operand0, _tok(op1), operand1, reverse0=reverse0, reverse1=reverse1)
     return dst
 
@@ -199,11 +208,12 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     return dst
 
 
+@_targets.assignable("nisa.reciprocal")
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """``r = nisa.reciprocal(data, *, dtype, mask)``: r = 1 / data."""
     _no_kwargs("nisa.reciprocal", kwargs)
     with masked(mask):
-        dst = _new(data.shape, _dt(dtype, data))
+        dst = _new(data.shape, _dt(dtype, data), api="nisa.reciprocal")
         _isa.reciprocal(dst, data)
     return dst
 
@@ -217,11 +227,12 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     return dst
 
 
+@_targets.assignable("nisa.tensor_copy")
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """``r = nisa.tensor_copy(src, *, mask, dtype, engine)``: a new SBUF tile holding src."""
     _no_kwargs("nisa.tensor_copy", kwargs)
     with masked(mask):
-        dst = _new(src.shape, _dt(dtype, src))
+        dst = _new(src.shape, _dt(dtype, src), api="nisa.tensor_copy")
         _isa.tensor_copy(dst, src, engine=_engine(engine, "nisa.tensor_copy"))
     return dst
 
@@ -261,16 +272,18 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     return dst
 
 
+@_targets.assignable("nisa.memset")
 def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     """``r = nisa.memset(shape, value, dtype, *, mask, engine)``: a new SBUF tile filled with value."""
     _no_kwargs("nisa.memset", kwargs)
     with masked(mask):
-        dst = _new(shape, dtype)
+        dst = _new(shape, dtype, api="nisa.memset")
         _isa.memset(dst, value, engine=_engine(engine, "nisa.memset"))
     return dst
 
 
 # ---- reductions and statistics ------------------------------------------------------------------
+@_targets.assignable("nisa.tensor_reduce")
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """``r = nisa.tensor_reduce(op, data, axis, *, mask, dtype, negate, keepdims)``: the reduced
     free ``axis`` removed (kept as 1 with keepdims)."""
@@ -280,16 +293,17 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
     shape = tuple(1 if i in axes else n for i, n in enumerate(data.shape)) if keepdims else \
         tuple(n for i, n in enumerate(data.shape) if i not in axes)
     with masked(mask):
-        dst = _new(shape or (1,), _dt(dtype, data))
+        dst = _new(shape or (1,), _dt(dtype, data), api="nisa.tensor_reduce")
         _isa.tensor_reduce(dst, _tok(op), data, axis, negate=negate, keepdims=keepdims)
     return dst
 
 
+@_targets.assignable("nisa.tensor_partition_reduce")
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """``r = nisa.tensor_partition_reduce(op, data, *, mask, dtype)``: r (1, F...)."""
     _no_kwargs("nisa.tensor_partition_reduce", kwargs)
     with masked(mask):
-        dst = _new((1,) + tuple(data.shape[1:]), _dt(dtype, data))
+        dst = _new((1,) + tuple(data.shape[1:]), _dt(dtype, data), api="nisa.tensor_partition_reduce")
         _isa.tensor_partition_reduce(dst, _tok(op), data)
     return dst
 
@@ -471,6 +485,7 @@ def _staged(t):
     return t
 
 
+@_targets.assignable("nisa.nc_matmul")
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs):
     """``r = nisa.nc_matmul(stationary, moving, ...)``: r = stationary.T @ moving, a new fp32 PSUM
@@ -487,9 +502,14 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
         perf = _perf(perf_mode)
         rows = 2 if perf is _e.matmul_perf_mode.double_row else 1     # (K, 2, M) x (K, 2, N) -> (M, N)
         dt = stationary.dtype if is_transpose else _d.float32
-        dst = _new((stationary.free_size // rows, moving.free_size // rows), dt, psum)
+        shape = (stationary.free_size // rows, moving.free_size // rows)
+        dst = _targets.take(shape, dt, psum, "nisa.nc_matmul")
+        overwrite = dst is not None         # ``psum[...] = nisa.nc_matmul(...)``: written in place
+        if dst is None:
+            dst = _new(shape, dt, psum)
         _isa.nc_matmul(dst, stationary, moving, is_stationary_onezero=is_stationary_onezero,
                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
+                       accumulate=False if overwrite else None,
                        tile_position=tile_position, tile_size=tile_size, perf_mode=perf)
     return dst
 

@@ -48,6 +48,7 @@ from ..memory.indirect import IndirectTensor
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
+from . import assign_target as _targets
 
 F32 = np.float32
 _f32 = _dt.float32
@@ -69,6 +70,13 @@ def _tile(op, name, x, target=None):
 
 def _new(shape, dtype, op, buffer=sbuf):
     return access.allocate(tuple(shape), dtype, buffer, "", op=op)
+
+
+def _result(shape, dtype, op, buffer=sbuf):
+    """The result tile of ``op``: the Beta-1 assignment target offered for it (``assign_target``:
+    ``t[key] = nl.exp(x)`` writes ``t[key]``) or a new allocation."""
+    view = _targets.take(shape, dtype, buffer, op)
+    return _new(shape, dtype, op, buffer) if view is None else view
 
 
 def _is_tile(v) -> bool:
@@ -199,7 +207,7 @@ def _binary(name, x, y, dtype=None):
         _tile(op, "x", x, t)
         _tile(op, "y", y, t)
         shape = _broadcast_shape(op, x.shape, y.shape)
-        dst = _new(shape, _out_dtype(dtype, promote(x.dtype, y.dtype)), op)
+        dst = _result(shape, _out_dtype(dtype, promote(x.dtype, y.dtype)), op)
         if x.shape == y.shape:
             _tensor_tensor(dst=dst, data1=x, data2=y, op=name)
         elif y.free_size == 1 and x.shape == shape and y.dtype == _f32:
@@ -214,7 +222,7 @@ def _binary(name, x, y, dtype=None):
     tile, scalar, reverse = (x, y, False) if _is_tile(x) else (y, x, True)
     _tile(op, "y" if reverse else "x", tile, t)
     _check_scalar(op, "x" if reverse else "y", scalar)
-    dst = _new(tile.shape, _out_dtype(dtype, tile.dtype), op)
+    dst = _result(tile.shape, _out_dtype(dtype, tile.dtype), op)
     _tensor_scalar(dst=dst, data=tile, op0=name, operand0=scalar, reverse0=reverse)
     return dst
 
@@ -223,7 +231,7 @@ def _unary_alu(name, x, dtype=None, engine=_engine.unknown):
     """A unary ALU operator on the Vector engine (nisa.tensor_scalar)."""
     op = f"nl.{name}"
     _tile(op, "x", x)
-    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op)
+    dst = _result(x.shape, _out_dtype(dtype, x.dtype), op)
     _tensor_scalar(dst=dst, data=x, op0=name, operand0=None, engine=engine)
     return dst
 
@@ -232,7 +240,7 @@ def _unary_act(name, x, dtype=None, buffer=sbuf):
     """An activation function on the Scalar engine (nisa.activation), fp32 inside."""
     op = f"nl.{name}"
     _tile(op, "x", x)
-    dst = _new(x.shape, _out_dtype(dtype, x.dtype), op, buffer)
+    dst = _result(x.shape, _out_dtype(dtype, x.dtype), op, buffer)
     _activation(dst=dst, op=name, data=x)
     return dst
 
@@ -372,7 +380,7 @@ def load(src, dtype=None):
     if type(src) is not IndirectTensor:     # a gather view (Beta 1: data[idx_tile, i_f]) is HBM
         rules.tensor(op, "src", src)
         rules.on_chip(op, "src", src, HBM)
-    dst = _new(src.shape or (1,), _out_dtype(dtype, src.dtype), op)
+    dst = _result(src.shape or (1,), _out_dtype(dtype, src.dtype), op)
     _dma_copy(dst=dst, src=src)
     return dst
 
@@ -459,8 +467,12 @@ def matmul(x, y, transpose_x=False):
         _nc_transpose(dst=xt, data=x.reshape((x.shape[0], x.free_size)))
         stationary = _new(xt.shape, x.dtype, op)
         _tensor_copy(dst=stationary, src=xt)
-    dst = _new((stationary.free_size, y.free_size), _f32, op, psum)
-    _nc_matmul(dst=dst, stationary=stationary, moving=y)
+    dst = _targets.take((stationary.free_size, y.free_size), _f32, psum, op)
+    if dst is None:
+        dst = _new((stationary.free_size, y.free_size), _f32, op, psum)
+        _nc_matmul(dst=dst, stationary=stationary, moving=y)
+    else:               # Beta 1's ``psum[...] = nl.matmul(...)`` overwrites (``+=`` accumulates)
+        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=False)
     return dst
 
 

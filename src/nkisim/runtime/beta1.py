@@ -324,10 +324,15 @@ class Beta1Kernel(Kernel):
     Decision (modes): there is no Neuron device where this face is served (it is served only
     when no Neuron SDK is installed), so every mode runs the kernel in the simulator whatever
     ``NKI_SIMULATOR`` says: "simulation", "auto", "baremetal", "jax" and "torchxla" simulate
-    (NumPy arrays or torch CPU tensors in, the same kind out); "trace" (undocumented, the mode
-    nki-samples gives helper kernels called from other kernels) is a plain call inside a kernel
-    and simulates like "auto" when called from Python; "benchmark" and "profile" simulate
-    with the cost model (``runtime.profiling``). ``platform_target=`` ("trn1"/"trn2"/"trn3")
+    (NumPy arrays, torch CPU tensors or jax arrays in, the same kind out, in every mode: the 2.26
+    docs say only that "jax"/"torchxla" make the kernel a custom op of that framework, which
+    takes and returns its arrays). Torch tensors go through the torch layer (written arguments
+    land in the caller's tensor); jax arrays through ``runtime.jax_arrays`` (duck-typed, no jax
+    import: copied in with ``np.asarray``, results made by the caller's ``jax.numpy``; a kernel
+    that writes a jax argument raises UnsupportedError, jax arrays being immutable); "trace"
+    (undocumented, the mode nki-samples gives helper kernels called from other kernels) is a
+    plain call inside a kernel and simulates like "auto" when called from Python; "benchmark"
+    and "profile" simulate with the cost model (``runtime.profiling``). ``platform_target=`` ("trn1"/"trn2"/"trn3")
     picks the target, overriding NEURON_PLATFORM_TARGET_OVERRIDE.
 
     Decision (pytest): a kernel is never a test item (``__test__ = False``), even when it is named

@@ -37,8 +37,10 @@ from .cores import Rendezvous, run_cores, take_shared_turn
 # returns the caller's kind. Optional hooks: ``to_kernel_array(x, target, name)`` (used instead of
 # ``to_numpy``: may check the dtype for ``target`` and reinterpret), ``after_write(array, x)`` (x was
 # written) and ``after_run(func)`` (a launch with such arguments succeeded). The torch layer
-# registers itself here; the core never imports torch.
-ADAPTERS = {"torch": "nkisim.torch.convert"}
+# registers itself here; the core never imports torch. JAX arrays (``jaxlib`` types) go through
+# ``runtime.jax_arrays``, which imports no jax either.
+ADAPTERS = {"torch": "nkisim.torch.convert", "jaxlib": "nkisim.runtime.jax_arrays",
+            "jax": "nkisim.runtime.jax_arrays"}
 
 
 def _adapter(value):
