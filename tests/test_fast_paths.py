@@ -86,6 +86,48 @@ def test_matmul_into_fresh_psum_tile(dtype):
     assert not +slow
 
 
+def psum_parts(lhsT, rhs):
+    """nc_matmuls into parts of one PSUM tile (16, 64) in auto-accumulate mode: the same part
+    again (accumulates), an overlapping part (mixed), a part cleared by a non-matmul write."""
+    out = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray(lhsT.shape, dtype=lhsT.dtype, buffer=nl.sbuf)
+    b = nl.ndarray(rhs.shape, dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=lhsT)
+    nisa.dma_copy(dst=b, src=rhs)
+    acc = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=0.0)
+    for _ in range(3):
+        nisa.nc_matmul(dst=acc[0:16, 0:24], stationary=a, moving=b)      # 1st overwrites
+    nisa.nc_matmul(dst=acc[0:16, 8:32], stationary=a, moving=b)          # 8..23 add, 24..31 not
+    nisa.memset(dst=acc[0:16, 0:8], value=1.0)                           # clears 0..7
+    nisa.nc_matmul(dst=acc[0:16, 0:24], stationary=a, moving=b)
+    nisa.nc_matmul(dst=acc[0:16, 8:32], stationary=a, moving=b)
+    res = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_matmul_flags_of_psum_parts():
+    rng = np.random.default_rng(5)
+    lhsT = rng.integers(-2, 3, (32, 16)).astype(np.float32)    # small integers: exact sums
+    rhs = rng.integers(-2, 3, (32, 24)).astype(np.float32)
+    p = lhsT.T @ rhs
+    want = np.zeros((16, 64), np.float32)
+    want[:, 0:24] = 3 * p                      # overwrite, then two accumulations
+    want[:, 8:24] += p[:, 0:16]                # flagged by the matmuls before
+    want[:, 24:32] = p[:, 16:24]               # never written by a matmul: overwritten
+    want[:, 0:8] = p[:, 0:8]                   # memset cleared the flags: overwritten
+    want[:, 8:24] += p[:, 8:24]
+    want[:, 8:32] += p
+    out_f, fast = _run(psum_parts, lhsT, rhs, fast=True)
+    out_s, slow = _run(psum_parts, lhsT, rhs, fast=False)
+    np.testing.assert_array_equal(out_f, want)
+    np.testing.assert_array_equal(out_s, want)
+    assert fast["matmul_flags_view"] >= 2      # the 2nd and 3rd matmul into acc[0:16, 0:24]
+    assert not +slow
+
+
 def test_gc_pause_is_a_fast_path():
     seen = []
 

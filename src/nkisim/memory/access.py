@@ -309,6 +309,8 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     #                             write covers the whole allocation (see write / NkiTensor.np)
     if core_id is not None and core.fast:
         alloc.parts = ()        # partial writes may postpone the fill (Allocation.wrote_part)
+        if lay.buffer is psum:
+            alloc.mm_view = _NO_VIEW    # the matmul flags' last marked view is kept (set_matmul_flags)
     alloc.pool = pool           # on-chip storage is recycled when the allocation dies
     core.serial += 1
     alloc.serial = core.serial
@@ -889,20 +891,35 @@ _COVERS: dict = {}      # (shape, strides, offset, storage size) -> NkiTensor.co
 def matmul_flags(t: NkiTensor):
     """Whether each element of a PSUM view was last written by a matmul: a Python bool when the
     whole view agrees (the common case, O(1)), else a bool array of the view's shape."""
-    flags = t.alloc.mm_flags
+    alloc = t.alloc
+    flags = alloc.mm_flags
     if isinstance(flags, bool):
         return flags
-    if t.storage is not t.alloc.storage:
+    if t.storage is not alloc.storage:
         raise UnsupportedError(_hooks.accessor(t, "w")[0], "PSUM destination viewed with another dtype is "
                                                           "not supported")
+    last = alloc.mm_view
+    if last and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
+        _count("matmul_flags_view")
+        return last[3]          # every element of this view holds that value (set_matmul_flags)
     view = np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
     if view.all():
         return True
     return view if view.any() else False
 
 
+_NO_VIEW = ()     # Allocation.mm_view of a fast-path PSUM tile with no view kept yet
+
+
 def set_matmul_flags(t: NkiTensor, value: bool) -> None:
-    """Mark the view's PSUM elements as written (True) or not written (False) by a matmul."""
+    """Mark the view's PSUM elements as written (True) or not written (False) by a matmul.
+
+    Decision (speed; no visible effect): on the fast path the view last marked in a flags array
+    is kept with its value (``Allocation.mm_view``); only this function changes a flags array, so
+    until it marks another view every element of that one still holds the value: marking it
+    again with the same value is skipped, and ``matmul_flags`` of it answers without reading
+    the flags (an accumulating ``nc_matmul`` into the same part of a PSUM tile, K step after K
+    step). Off with the other fast paths (``NKISIM_FAST_PATHS=0``)."""
     alloc = t.alloc
     flags = alloc.mm_flags
     if _whole(t):
@@ -914,8 +931,15 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
         flags = alloc.mm_flags = np.full(alloc.storage.shape, flags, np.bool_)
     if t.storage is not alloc.storage:
         flags[...] = value          # a reinterpreted view: be conservative, mark everything
+        if alloc.mm_view is not None:
+            alloc.mm_view = _NO_VIEW
+        return
+    last = alloc.mm_view
+    if last and last[3] == value and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
         return
     np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)[...] = value
+    if alloc.mm_view is not None:
+        alloc.mm_view = (t.offset, t.shape, t.strides, bool(value))
 
 
 def _masked_results(core) -> "weakref.WeakKeyDictionary":

@@ -33,7 +33,7 @@ class Allocation:
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
                  "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "f32",
-                 "lazy_src", "__weakref__")
+                 "lazy_src", "mm_view", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -62,6 +62,8 @@ class Allocation:
         self.f32 = None         # fp32 shadow of a non-fp32 storage, or elements upcast since the last
         #                         write, or access.NO_SHADOW (see access.read_f32); any write clears it
         self.lazy_src = None    # (lazy, weakref to the source allocation, offset, strides) of a copy
+        self.mm_view = None     # fast path (PSUM): the view last marked in an ``mm_flags`` array, and
+        #                         its value (access.set_matmul_flags); None: not kept
 
     def __del__(self):
         pool = getattr(self, "pool", None)

@@ -191,6 +191,8 @@ def _alias_plan(arrays: list) -> dict:
     allocation each (("apart",): without an fp32 shadow, see memory.access.read_f32). Decision: a
     self-overlapping array (which the kernel may only read) is never part of a span: it keeps its
     own copy, taken when the kernel starts."""
+    if len(arrays) < 2:         # nothing to share memory with
+        return {}
     items, seen = [], set()
     for i, a in enumerate(arrays):
         if a.size and id(a) not in seen and not _self_overlapping(a):

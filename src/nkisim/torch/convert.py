@@ -47,14 +47,31 @@ def check_tensor(t, what: str = "kernel argument") -> None:
     """Raise ValueError when ``t`` cannot be simulated: it needs grad, lives off the CPU, or has no
     data. Decision: a requires-grad tensor is accepted while grad mode is off (``torch.no_grad``,
     inference) and viewed through ``detach()``; with grad mode on it is an error."""
-    from torch._subclasses.fake_tensor import is_fake
     if t.requires_grad and torch.is_grad_enabled():
         raise ValueError(f"nkisim.torch: {what} requires grad; NKI kernels run outside autograd — "
                          f"pass tensor.detach() (it shares memory, so in-place writes still land)")
-    if is_fake(t) or t.device.type != "cpu":
-        kind = "a fake tensor" if is_fake(t) else f"on device {t.device}"
+    if _maybe_fake(t) or t.device.type != "cpu":
+        kind = "a fake tensor" if _maybe_fake(t) else f"on device {t.device}"
         raise ValueError(f"nkisim.torch: {what} is {kind}; the simulator needs CPU tensors with data "
                          f"(move it with .cpu())")
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _maybe_fake(t) -> bool:
+    """torch's ``is_fake(t)``. A plain ``torch.Tensor`` or ``Parameter`` (not a FakeTensor, a
+    FunctionalTensor or a wrapper subclass, which are other types) is fake only through a
+    functionalization or functorch wrapper around a fake tensor, so one that is neither is
+    answered without the call (speed: this runs for every tensor argument of every launch)."""
+    if type(t) in _PLAIN_TENSORS and not torch._is_functional_tensor(t) \
+            and not _is_functorch_wrapped(t):
+        return False
+    from torch._subclasses.fake_tensor import is_fake
+    return is_fake(t)
+
+
+_is_functorch_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -161,7 +178,7 @@ def after_run(func) -> None:
     """Called by the core after a launch with torch arguments succeeded: one "kernel" route for
     ``func`` (route_stats), unless it was a shape-only run (``written_log`` set)."""
     if written_log.get() is None:
-        routes.count(routes.kernel_name(func), "kernel")
+        routes.count_kernel(func)
 
 
 __all__ = ["to_numpy", "to_kernel_array", "from_numpy", "after_write", "after_run", "torch_dtype",

@@ -6,6 +6,7 @@ Imports torch (for ``is_compiling``) and the torch layer's settings only.
 from __future__ import annotations
 
 import threading
+import types
 from typing import Callable
 
 import torch
@@ -23,6 +24,24 @@ def kernel_name(kernel) -> str:
         return name
     func = getattr(kernel, "func", kernel)
     return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}"
+
+
+_FUNC_NAMES: dict = {}    # id(function) -> (function, module, qualname, kernel_name), for count_kernel
+
+
+def count_kernel(func) -> None:
+    """``count(kernel_name(func), "kernel")``, with the name of a plain function (one without a
+    ``kernel_name`` or ``func`` attribute) remembered while its ``__module__`` and
+    ``__qualname__`` stay the same objects (every launch with torch arguments counts one)."""
+    if type(func) is not types.FunctionType or "kernel_name" in func.__dict__ or "func" in func.__dict__:
+        count(kernel_name(func), "kernel")
+        return
+    hit = _FUNC_NAMES.get(id(func))
+    if hit is None or hit[0] is not func or hit[1] is not func.__module__ or hit[2] is not func.__qualname__:
+        if len(_FUNC_NAMES) >= 4096:
+            _FUNC_NAMES.clear()
+        hit = _FUNC_NAMES[id(func)] = (func, func.__module__, func.__qualname__, kernel_name(func))
+    count(hit[3], "kernel")
 
 
 def count(name: str, route: str) -> None:
