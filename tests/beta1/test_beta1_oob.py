@@ -96,3 +96,26 @@ def test_static_out_of_bounds_slice_is_still_a_bounds_error():
 
     with pytest.raises(BoundsError):
         nki.simulate_kernel(k, np.zeros((4, 8), np.float32))
+
+
+def test_lazy_index_expression_out_of_bounds_is_the_instructions_finding(monkeypatch):
+    """README Decision: a Beta-1 slice is lazy and bounds-checked by the instruction using it, so
+    under findings=warn an out-of-bounds ``nl.load(a[:, 32:96])`` of a 64-column tensor is the
+    load's (``nisa.dma_copy``'s) finding and is skipped; the store still runs; under the default
+    (first) it raises BoundsError. The input is unchanged either way."""
+    @nki.jit(mode="simulation")
+    def k(a):
+        out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.load(a[:, 32:96])
+        nl.store(out[:, 0:64], value=nl.load(a))
+        return out
+
+    a = RNG.standard_normal((128, 64)).astype(np.float32)
+    before = a.copy()
+    with pytest.raises(BoundsError, match="reaches 95"):
+        nki.simulate_kernel(k, a)
+    monkeypatch.setenv("NKISIM_FINDINGS", "warn")
+    out = nki.simulate_kernel(k, a)                 # returns normally: the finding is reported
+    np.testing.assert_array_equal(out, before)
+    np.testing.assert_array_equal(a, before)
+
