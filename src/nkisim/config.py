@@ -191,7 +191,10 @@ class Settings:
                  "raise one `FindingsError` holding them (`.findings`); `warn`: the same without the "
                  "error, the kernel returns normally (default `first`: stop at the first). A rule "
                  "broken outside any instruction (indexing a tensor, allocating one, a loop over its "
-                 "limit, the launch itself) is always fatal, in every mode",
+                 "limit, the launch itself) is always fatal, in every mode. Decision: a Beta-1 index expression "
+                 "(`a[i_p, i_f]`, `a[:, 32:96]` under `neuronxcc.nki`) is lazy and is bounds-checked by the "
+                 "instruction that uses it, so an out-of-bounds one is that instruction's finding (`nl.load` "
+                 "reports as the `nisa.dma_copy` it issues) and `warn`/`all` skip it",
         env=("NKISIM_FINDINGS",), parse=_findings)
     fast_paths: bool = _knob(
         True, "0: no rule memo, deferred copies or fills, storage pool, `out=` writes or GC pause "
