@@ -245,3 +245,11 @@ def test_bfloat16_upcast_is_bit_identical_to_ml_dtypes():
         assert got.shape == want.shape
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
         assert not np.shares_memory(got, grid)
+
+
+def test_bfloat16_upcast_keeps_the_layout_of_astype():
+    # a transposed view upcasts to the same memory order as NumPy's astype (order="K")
+    t = np.arange(12, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(3, 4).T
+    got, want = access.to_f32(t), t.astype(F32)
+    assert got.strides == want.strides and got.flags.f_contiguous
+    np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(3, 4).T)
