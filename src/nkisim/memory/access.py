@@ -307,9 +307,8 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
                        settings.precise_fp)
     alloc.pending = fill        # the NaN / 4 sentinel is written on first use, unless a first
     #                             write covers the whole allocation (see write / NkiTensor.np)
-    if core.fast and (core_id is not None or core.launch.lnc == 1):
-        alloc.parts = ()        # partial writes may postpone the fill (Allocation.wrote_part);
-        #                         also an LNC1 launch's shared_hbm tensors (one core touches them)
+    if core_id is not None and core.fast:
+        alloc.parts = ()        # partial writes may postpone the fill (Allocation.wrote_part)
         if lay.buffer is psum:
             alloc.mm_view = _NO_VIEW    # the matmul flags' last marked view is kept (set_matmul_flags)
     alloc.pool = pool           # on-chip storage is recycled when the allocation dies

@@ -77,21 +77,13 @@ class Allocation:
 
         Once only, under a lock: LNC2 cores run as threads and share HBM allocations, so two
         cores may both see ``pending``; without the re-check one would wipe the other's rows.
-        A core's own allocation (``core_id`` set), or any allocation keeping ``parts`` (also an
-        LNC1 launch's shared_hbm tensors), is touched by one core only: no lock.
-
-        Decision (speed; no visible effect): when the views written (``parts``) together cover
-        every element, nothing is filled (an output written tile by tile, then returned).
+        A core's own allocation (``core_id`` set) is touched by that core only: no lock.
         """
-        if self.core_id is not None or self.parts is not None:
+        if self.core_id is not None:
             if self.pending:
                 parts = self.parts
                 if parts:
                     if view is not None and view.storage is self.storage and _among(view, parts):
-                        return
-                    if _covers(parts, self.storage.size):
-                        self.pending = False
-                        self.parts = None
                         return
                     kept = [(p[3], p[3].copy()) for p in parts]     # written: keep the values
                     self.storage[...] = _dt.sentinel(self.dtype)
@@ -155,7 +147,7 @@ class Allocation:
     def skip_fill(self) -> None:
         """A first write covers everything: no sentinel needed (waits for a fill in progress;
         only allocations without a core, i.e. shared, can be filled by another thread)."""
-        if self.core_id is not None or self.parts is not None:
+        if self.core_id is not None:
             self.pending = False
             self.parts = None
             return
@@ -174,17 +166,6 @@ def _among(view, parts) -> bool:
         if p[0] == offset and p[1] == shape and p[2] == strides:
             return True
     return False
-
-
-def _covers(parts, n: int) -> bool:
-    """The views ``parts`` (``wrote_part``'s records) of an ``n``-element storage together hold
-    every element (checked on a bool map only when their sizes add up to ``n`` or more)."""
-    if sum(p[3].size for p in parts) < n:
-        return False
-    seen = np.zeros(n, np.bool_)
-    for offset, shape, strides, _ in parts:
-        np.ndarray(shape, np.bool_, seen, offset, strides)[...] = True
-    return bool(seen.all())
 
 
 def _contiguous_strides(shape):
