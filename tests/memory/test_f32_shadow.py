@@ -226,3 +226,30 @@ def test_one_byte_float_upcast_is_bit_identical_to_ml_dtypes(dtype):
     strided = np.arange(512, dtype=np.uint8).astype(np.uint8).view(d).reshape(16, 32)[:, ::3]
     np.testing.assert_array_equal(access.to_f32(strided).view(np.uint32),
                                   strided.astype(F32).view(np.uint32))
+
+
+def test_bfloat16_upcast_is_bit_identical_to_ml_dtypes():
+    # every bf16 bit pattern (NaN payloads, infinities, subnormals, -0), against ml_dtypes' cast
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    every = np.arange(65536, dtype=np.uint16).view(bf16)
+    got = access.to_f32(every)
+    assert got.dtype == F32 and got.shape == every.shape
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(got.view(np.uint32), every.astype(F32).view(np.uint32))
+    # views: strided, reversed, 0-d; the result is a new array, not the storage
+    grid = every.reshape(256, 256)
+    for view in (grid[::3, 1::5], grid[::-2, ::-7], grid.T, grid[7, 9]):
+        with np.errstate(invalid="ignore"):
+            want = np.asarray(view).astype(F32)
+        got = access.to_f32(np.asarray(view))
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert not np.shares_memory(got, grid)
+
+
+def test_bfloat16_upcast_keeps_the_layout_of_astype():
+    # a transposed view upcasts to the same memory order as NumPy's astype (order="K")
+    t = np.arange(12, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(3, 4).T
+    got, want = access.to_f32(t), t.astype(F32)
+    assert got.strides == want.strides and got.flags.f_contiguous
+    np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(3, 4).T)

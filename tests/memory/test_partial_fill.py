@@ -137,3 +137,52 @@ def test_row_gather_with_skipped_rows_matches_numpy(fast, lnc, dtype):
         if i >= 0:
             expect[w] = src[i]
     np.testing.assert_array_equal(got, expect)
+
+
+def _tiles_into_output(a, pieces):
+    """An (8, 16) shared_hbm output written by DMA stores of ``a``'s tiles through ``pieces``
+    ((row slice, column slice) pairs, in order), then returned; a store of rows 0:2 goes
+    through a view written before (read back into ``back``)."""
+    out = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+    back = nl.ndarray((2, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    for rows, cols in pieces:
+        nisa.dma_copy(dst=out[rows, cols], src=t[rows, cols])
+    if pieces[0] == (slice(0, 2), slice(0, 16)):
+        nisa.dma_copy(dst=back, src=out[0:2, :])
+    else:
+        nisa.dma_copy(dst=back, src=t[0:2, :])
+    return out, back
+
+
+_S = slice
+_PIECES = {
+    "rows": [(_S(0, 2), _S(0, 16)), (_S(2, 4), _S(0, 16)), (_S(4, 8), _S(0, 16))],
+    "blocks": [(_S(r, r + 4), _S(c, c + 8)) for r in (4, 0) for c in (8, 0)],
+    "overlap_complete": [(_S(0, 2), _S(0, 16)), (_S(1, 8), _S(0, 16)), (_S(3, 5), _S(2, 9))],
+    "gap": [(_S(0, 2), _S(0, 16)), (_S(2, 8), _S(0, 15)), (_S(3, 5), _S(2, 9))],
+    "overlap_gap": [(_S(0, 4), _S(0, 16)), (_S(0, 4), _S(0, 16)), (_S(2, 6), _S(0, 16)), (_S(6, 8), _S(1, 16))],
+    "many": [(_S(r, r + 1), _S(c, c + 4)) for r in range(8) for c in (12, 8, 4, 0)],   # 32 stores
+    "many_gap": [(_S(r, r + 1), _S(c, c + 4)) for r in range(8) for c in (12, 8, 4, 0)][:-1],
+}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("case", sorted(_PIECES))
+def test_output_written_in_tiles_reads_values_and_sentinel_elsewhere(fast, lnc, case):
+    """An output tensor stored tile by tile holds the stores' values, and NaN exactly where no
+    store wrote (whether its fill is made at once, postponed, or skipped because the stores
+    covered everything), with fast paths on and off, one or two cores."""
+    import nkisim.nki as nki
+    a = np.arange(1, 129, dtype=np.float32).reshape(8, 16)
+    pieces = _PIECES[case]
+    expect = np.full((8, 16), np.nan, np.float32)
+    for rows, cols in pieces:
+        expect[rows, cols] = a[rows, cols]
+    sim = nki.simulate(_tiles_into_output, fast_paths=fast)
+    out, back = (sim[lnc] if lnc > 1 else sim)(a, tuple(pieces))
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_array_equal(back, expect[0:2] if pieces[0][0] == _S(0, 2) and pieces[0][1] == _S(0, 16)
+                                  else a[0:2])

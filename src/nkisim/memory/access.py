@@ -549,14 +549,22 @@ def _upcast(t: NkiTensor, alloc, a: np.ndarray, offset: int, strides: tuple) -> 
     return f
 
 
+_BF16 = _dt.bfloat16
 _LUT: dict = {}     # one-byte float dtype -> float32 value of each of its 256 bit patterns
 
 
 def to_f32(a: np.ndarray) -> np.ndarray:
     """A new float32 array of ``a``'s values (exact: every NKI dtype is a subset of float32 or an
     integer). One-byte floats (fp8) go through a 256-entry table of ``astype``'s own results,
-    several times faster than ml_dtypes' element-wise cast and bit-identical to it."""
+    several times faster than ml_dtypes' element-wise cast and bit-identical to it. bfloat16 is
+    the top half of a float32, so its bits shifted up 16 are the float32 (every one of the 65,536
+    patterns, NaN payloads included, as ml_dtypes' cast gives them; measured 1.7-1.8x faster than
+    the cast on a 128 x 512 tile, more on a strided view of a large tensor, issue 14)."""
     d = a.dtype
+    if d is _BF16:
+        u = a.view(np.uint16).astype(np.uint32)     # (the layout astype(F32) would give)
+        u <<= 16
+        return u.view(F32)
     if d.itemsize == 1 and d.kind not in "iub":
         lut = _LUT.get(d)
         if lut is None:
