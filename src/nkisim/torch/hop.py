@@ -19,7 +19,7 @@ import contextlib
 import torch
 import torch.utils._pytree as pytree
 from torch._C import DispatchKey
-from torch._ops import HigherOrderOperator, key_extractor
+from torch._ops import HigherOrderOperator
 from torch._prims_common import clone_preserve_strides
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import (ProxyTorchDispatchMode, disable_proxy_modes_tracing,
@@ -85,6 +85,10 @@ nki_kernel_wrapper = NKIKernelWrapper()
 
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _PLAIN_LEAVES = frozenset((int, float, bool, str, type(None), torch.dtype))
+_tls_include = torch._C._dispatch_tls_local_include_set
+_tls_exclude = torch._C._dispatch_tls_local_exclude_set
+_tensor_keys = torch._C._dispatch_keys
+_CPU, _AUTOGRAD_CPU = DispatchKey.CPU, DispatchKey.AutogradCPU
 
 
 def _plain_cpu_route(hop, args):
@@ -113,16 +117,20 @@ def _plain_cpu_route(hop, args):
     tensors = tuple(tensors)
     if torch._C._has_torch_function(tensors):
         return None
-    key = key_extractor(tensors, hop.non_fallthrough_keys).highestPriorityTypeId()
-    if key == DispatchKey.CPU:
+    keys = _tls_include()                       # torch._ops.key_extractor, the tensors' part once
+    for t in tensors:
+        keys = keys | _tensor_keys(t)
+    mask = hop.non_fallthrough_keys
+    key = ((keys - _tls_exclude()) & mask).highestPriorityTypeId()
+    if key == _CPU:
         return contextlib.nullcontext()
-    if key != DispatchKey.AutogradCPU:
+    if key != _AUTOGRAD_CPU:
         return None
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return None
     with torch._C._AutoDispatchBelowAutograd():
-        below = key_extractor(tensors, hop.non_fallthrough_keys).highestPriorityTypeId()
-    return torch._C._AutoDispatchBelowAutograd() if below == DispatchKey.CPU else None
+        below = ((keys - _tls_exclude()) & mask).highestPriorityTypeId()
+    return torch._C._AutoDispatchBelowAutograd() if below == _CPU else None
 
 nki_kernel_wrapper_functional = NKIKernelWrapperFunctional()
 
