@@ -76,3 +76,23 @@ def test_lnc2_shared_output_views_index_like_numpy():
         return out
 
     np.testing.assert_array_equal(simulate(kernel, a, lnc=2), a)
+
+
+def test_argument_views_across_calls_and_dtypes_index_like_numpy():
+    seen = []
+
+    def kernel(x):
+        v = x[1:3, 2:7]
+        seen.append((x.dtype, v._geo))
+        t = nl.ndarray((2, 5), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=v)
+        out = nl.ndarray((2, 5), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    rng = np.random.default_rng(2)
+    for dt in (np.float32, np.float32, np.float16, np.int32):
+        a = (rng.standard_normal((4, 8)) * 100).astype(dt)
+        np.testing.assert_array_equal(simulate(kernel, a), a[1:3, 2:7])
+    geos = [g for _, g in seen]
+    assert geos[0] is geos[1] and len({id(g) for g in geos[1:]}) == 3

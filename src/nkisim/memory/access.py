@@ -356,7 +356,20 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
         alloc.snapshot = _NOT_TAKEN
     elif not array.flags.writeable:
         alloc.snapshot = _READ_ONLY
-    return contiguous_view(alloc)
+    t = contiguous_view(alloc)
+    key = (alloc.shape, dt, alloc.buffer, storage.size, storage.dtype)
+    geo = _ARG_GEO.get(key)
+    if geo is None:
+        if len(_ARG_GEO) >= 4096:
+            _ARG_GEO.clear()
+        geo = _ARG_GEO[key] = Geometry(t.shape, t.strides, 0)
+    t._geo = geo                # the argument's views share records with the last call's
+    t._sig = geo.sig
+    return t
+
+
+# (shape, dtype, buffer, storage size, storage dtype) -> the Geometry of an argument's whole view
+_ARG_GEO: dict = {}
 
 
 _NOT_TAKEN = object()
