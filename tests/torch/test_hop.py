@@ -250,3 +250,33 @@ def test_a_non_tensor_result_is_a_type_error_in_every_mode():
         W(torch.ones(2, 2))
     with FakeTensorMode(), pytest.raises(TypeError, match=msg):
         W(torch.empty(2, 2))
+
+
+def test_eager_plain_cpu_call_skips_the_dispatch_only_where_torch_would_reach_the_cpu_impl():
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from nkisim.torch.hop import _plain_cpu_route
+    hop, a, b = nki_kernel_wrapper, torch.ones(2, 2), torch.full((2, 2), 3.0)
+    assert _plain_cpu_route(hop, (a, b, 1.5, None)) is not None
+    assert _plain_cpu_route(hop, ([a], b)) is None                  # a container: full dispatch
+    assert _plain_cpu_route(hop, (1, 2)) is None                    # no tensor
+    g = torch.ones(2, 2, requires_grad=True)
+    assert _plain_cpu_route(hop, (g, b)) is None                    # the autograd impl refuses it
+    with torch.no_grad():
+        assert _plain_cpu_route(hop, (g, b)) is not None
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Seen():
+        assert _plain_cpu_route(hop, (a, b)) is None
+    with FakeTensorMode() as mode:
+        fa = mode.from_tensor(a)
+        assert _plain_cpu_route(hop, (fa, fa)) is None
+    assert _plain_cpu_route(hop, (a.to("meta"), b)) is None
+    # the results are torch's formula on both routes (the full dispatch forced by a list argument
+    # is not available for add_mul, so compare the eager call with the reference directly)
+    s, p = wrap_nki(add_mul)(a, b)
+    assert torch.equal(s, a + b) and torch.equal(p, a * b)
+    with torch.no_grad():
+        s, p = wrap_nki(add_mul)(g, b)
+    assert torch.equal(s, torch.full((2, 2), 4.0)) and not s.requires_grad

@@ -326,6 +326,9 @@ def _intern_sig(a) -> int:
         _NEXT[0] -= 1
         i = _SIGS[sig] = _NEXT[0]
     a._sig = i
+    geo = a._geo
+    if geo is not None:     # every view with this Geometry has this signature (memory.tensor)
+        geo.sig = i
     return i
 
 

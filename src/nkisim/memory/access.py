@@ -20,7 +20,7 @@ from ..errors import (ArgumentError, CapacityError, DtypeError, MemorySpaceError
 from . import hooks as _hooks
 from .buffers import ON_CHIP, MemoryRegion, as_buffer, psum, shared_hbm
 from .capacity import CoreMemory, staggered
-from .tensor import Allocation, NkiTensor, _contiguous_strides, contiguous_view
+from .tensor import Allocation, Geometry, NkiTensor, _contiguous_strides, contiguous_view
 
 F32 = np.dtype(np.float32)
 _TF32 = _dt.tfloat32
@@ -60,7 +60,7 @@ class _Layout:
     """What ``allocate`` derives from its arguments once per distinct (shape, dtype, buffer,
     target, precision): the checked shape, dtype and buffer, the storage dtype, the element
     count, the row-major strides and the bytes per partition (on-chip)."""
-    __slots__ = ("shape", "dtype", "buffer", "sdt", "n", "strides", "per_part", "on_chip")
+    __slots__ = ("shape", "dtype", "buffer", "sdt", "n", "strides", "per_part", "on_chip", "geo")
 
     def __init__(self, shape, dtype, buffer, precise):
         self.shape, self.dtype, self.buffer = shape, dtype, buffer
@@ -69,6 +69,7 @@ class _Layout:
         self.strides = _contiguous_strides(shape)
         self.on_chip = buffer in ON_CHIP
         self.per_part = math.prod(shape[1:]) * dtype.itemsize
+        self.geo = Geometry(self.shape, self.strides, 0)     # the whole view of such an allocation
 
 
 def _layout(op, shape, dtype, buffer, target, precise) -> _Layout:
@@ -220,11 +221,11 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
                 if alloc.shape != shape or alloc.dtype != dt:
                     raise ShapeError(op, f"shared_hbm allocation #{k} differs between cores: "
                                          f"{alloc.shape} {_dt.name(alloc.dtype)} vs {shape} {_dt.name(dt)}")
-                return contiguous_view(alloc)
+                return _whole_view(alloc, lay)
             alloc = _new_alloc(lay, name, None, settings, fill, core)
             alloc.id = f"shared{k}"
             launch.shared_allocs.append(alloc)
-            return contiguous_view(alloc)
+            return _whole_view(alloc, lay)
     if lay.on_chip:
         mem = core.memory
         if mem is None:
@@ -240,8 +241,16 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
         if buf is shared_hbm:          # LNC1: the same id the k-th shared allocation has under LNC2
             alloc.id = f"shared{core.shared_count}"
             core.shared_count += 1
+    return _whole_view(alloc, lay)
+
+
+def _whole_view(alloc, lay) -> NkiTensor:
+    """The whole row-major view of a new allocation of layout ``lay`` (with the layout's
+    Geometry record: memory.tensor.Geometry)."""
     t = NkiTensor(alloc, lay.shape, lay.strides, 0)
     t._whole = True
+    geo = t._geo = lay.geo
+    t._sig = geo.sig
     return t
 
 
@@ -347,7 +356,20 @@ def wrap_array(array: np.ndarray, buffer, name: str, precise: bool, target) -> N
         alloc.snapshot = _NOT_TAKEN
     elif not array.flags.writeable:
         alloc.snapshot = _READ_ONLY
-    return contiguous_view(alloc)
+    t = contiguous_view(alloc)
+    key = (alloc.shape, dt, alloc.buffer, storage.size, storage.dtype)
+    geo = _ARG_GEO.get(key)
+    if geo is None:
+        if len(_ARG_GEO) >= 4096:
+            _ARG_GEO.clear()
+        geo = _ARG_GEO[key] = Geometry(t.shape, t.strides, 0)
+    t._geo = geo                # the argument's views share records with the last call's
+    t._sig = geo.sig
+    return t
+
+
+# (shape, dtype, buffer, storage size, storage dtype) -> the Geometry of an argument's whole view
+_ARG_GEO: dict = {}
 
 
 _NOT_TAKEN = object()

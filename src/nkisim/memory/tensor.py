@@ -209,7 +209,7 @@ class NkiTensor:
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
     __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
-                 "dynamic", "_views")
+                 "dynamic", "_views", "_geo")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -224,6 +224,7 @@ class NkiTensor:
         self.oob = None         # a dynamic-offset view outside its storage: the BoundsError's text
         self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
         self._views = None      # static index key -> the view ``self[key]`` built before (__getitem__)
+        self._geo = None        # the view's Geometry record, when it has one (see Geometry)
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -381,6 +382,13 @@ class NkiTensor:
         a = self._np
         if a is None:
             st = self.storage
+            geo = self._geo
+            hit = geo.layout if geo is not None else None
+            if hit is not None:
+                a = np.ndarray(self.shape, st.dtype, st, self.offset * st.itemsize, hit[0]) if not hit[1] \
+                    else np.lib.stride_tricks.as_strided(st[self.offset:], self.shape, hit[0])
+                self._np = a
+                return a
             isz = st.itemsize
             bkey = (self.strides, isz)
             hit = _BYTE_STRIDES.get(bkey)
@@ -389,6 +397,8 @@ class NkiTensor:
                 if len(_BYTE_STRIDES) >= _GEOM_LIMIT:
                     _BYTE_STRIDES.clear()
                 hit = _BYTE_STRIDES[bkey] = (strides, bool(strides) and min(strides) < 0)
+            if geo is not None:
+                geo.layout = hit
             strides = hit[0]
             if hit[1]:
                 a = np.lib.stride_tricks.as_strided(st[self.offset:], self.shape, strides)
@@ -477,6 +487,27 @@ class NkiTensor:
                 hit = views.get(memo)
                 if hit is not None:
                     return hit
+            geo = self._geo
+            if geo is not None:         # a fresh tile of a loop: its layout's records (Geometry)
+                kid = geo.kids.get(memo)
+                if kid is None:
+                    t = self._index_view(key, op)
+                    if t.oob is None and not t.dynamic:
+                        kids = geo.kids
+                        if len(kids) >= _VIEW_MEMO_LIMIT:
+                            kids.clear()
+                        t._geo = kids[memo] = Geometry(t.shape, t.strides, t.offset)
+                else:
+                    t = NkiTensor(self.alloc, kid.shape, kid.strides, kid.offset, self.dtype, self.storage)
+                    t._geo = kid
+                    t._sig = kid.sig
+                views = self._views
+                if views is None:
+                    views = self._views = {}
+                elif len(views) >= _VIEW_MEMO_LIMIT:
+                    views.clear()
+                views[memo] = t
+                return t
             # the same static key on a view of the same geometry (a fresh tile of a loop) gives
             # the same geometry: built and checked once per process (errors are never stored)
             gkey = (self.shape, self.strides, self.offset, self.alloc.buffer in ON_CHIP, memo)
@@ -925,6 +956,29 @@ class NkiTensor:
         raise UnsupportedError("NkiTensor.indirect", "tensor indirection is not supported yet")
 
 
+class Geometry:
+    """What is static about one kind of view, shared by every view of that kind: its shape,
+    strides and offset over a storage of one layout (the layout of an allocation of one shape,
+    dtype and buffer on one target, as ``memory.access.allocate`` makes them), the dispatcher's
+    signature id of such a view (``sig``, once interned: ``isa.dispatch._intern_sig``), its
+    NumPy byte strides (``layout``: ``NkiTensor._array``) and the records of its static index
+    views (``kids``: index key -> Geometry).
+
+    Decision (speed; no visible effect): a fresh tile in a loop is indexed with the keys the
+    previous iteration's tile was; its views take shape, strides, offset, signature and byte
+    strides from these records instead of building them again (``__getitem__``). The records
+    hold no values and no allocation; a view has one only when its allocation's layout gave
+    its root one (``allocate``) and it was made by static indexing from there, so everything a
+    record holds is a function of its place in that tree."""
+    __slots__ = ("shape", "strides", "offset", "sig", "layout", "kids")
+
+    def __init__(self, shape, strides, offset):
+        self.shape, self.strides, self.offset = shape, strides, offset
+        self.sig = None         # the signature id (isa.dispatch._intern_sig), once a view had one
+        self.layout = None      # (byte strides, any negative) of NkiTensor._array, once built
+        self.kids: dict = {}
+
+
 _IndexExpr = _affine.IndexExpr
 _VIEW_MEMO_LIMIT = 256     # memoised index views kept per tensor; a full table starts over
 # (parent shape, strides, offset, on chip, static key) -> (shape, strides, offset) of the view:
@@ -987,4 +1041,4 @@ def contiguous_view(alloc: Allocation) -> NkiTensor:
     return t
 
 
-__all__ = ["Allocation", "NkiTensor", "DynamicSlice", "contiguous_view"]
+__all__ = ["Allocation", "NkiTensor", "DynamicSlice", "Geometry", "contiguous_view"]

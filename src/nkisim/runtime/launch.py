@@ -44,12 +44,24 @@ ADAPTERS = {"torch": "nkisim.torch.convert", "jaxlib": "nkisim.runtime.jax_array
 
 
 def _adapter(value):
-    """The adapter module for a non-NumPy array type (ADAPTERS), or None."""
-    mod = ADAPTERS.get(type(value).__module__.split(".")[0])
-    if mod is None:
-        return None
-    import importlib
-    return importlib.import_module(mod)
+    """The adapter module for a non-NumPy array type (ADAPTERS), or None (remembered per type;
+    ``ADAPTERS`` changed since clears the memo)."""
+    tv = type(value)
+    hit = _ADAPTER_OF.get(tv)
+    if hit is not None and hit[0] == ADAPTERS:
+        return hit[1]
+    mod = ADAPTERS.get(tv.__module__.split(".")[0])
+    conv = None
+    if mod is not None:
+        import importlib
+        conv = importlib.import_module(mod)
+    if len(_ADAPTER_OF) >= 256:
+        _ADAPTER_OF.clear()
+    _ADAPTER_OF[tv] = (dict(ADAPTERS), conv)
+    return conv
+
+
+_ADAPTER_OF: dict = {}    # value type -> (ADAPTERS when looked up, adapter module or None)
 
 
 def _collect(value, launch, path, found, converted, in_list=False):
