@@ -10,7 +10,9 @@ Usage: python benchmarks/beta1_kernels.py SDK_CHECKOUT SAMPLES_CHECKOUT [--only 
 - ``SAMPLES_CHECKOUT``: aws-neuron/nki-samples. Its tutorials (``src/nki_samples/tutorials``)
   are Beta 1 at every commit; ``contributed/`` and the reference kernels with their unit tests
   (``src/nki_samples/reference``, ``test/unit``) exist until commit c4b806e (use its parent).
-  Cases whose files a checkout lacks print SKIP.
+  Cases whose files a checkout lacks print SKIP ("not in this checkout"): a missing directory or
+  file, or an ``nki_samples`` module the case's file imports (nki-samples HEAD keeps
+  ``test/unit`` but not the reference kernels its tests import).
 
 Nothing of those checkouts is copied here: each case imports the files from the checkout in a
 child process (the kernel's directory first on ``sys.path``, the cwd a scratch directory) and
@@ -29,6 +31,7 @@ import contextlib
 import importlib.util
 import io
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -316,7 +319,31 @@ KNOWN = {
 }
 
 
+# the file of a case that imports the kernels it runs (its nki_samples imports must be in the checkout)
+CASE_FILES = {"samples reference double_row_matmul on trn2 (its test's reference)": "test_double_row_matmul.py"}
+
+
 # ---- the runner --------------------------------------------------------------------------------------
+
+def missing(d, filename, samples):
+    """What a case (its directory ``d``, the file it runs or imports, if any) needs that the
+    checkout lacks, as a path relative to ``samples``: the directory, the file, or the first
+    ``nki_samples`` module the file imports (``from nki_samples.reference.vision import ...``)
+    that is not under ``samples/src``; None when nothing is missing."""
+    path = d if filename is None else os.path.join(d, filename)
+    if not os.path.exists(path):
+        return os.path.relpath(path, samples)
+    if filename is None:
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for mod in re.findall(r"^\s*(?:from|import)\s+(nki_samples(?:\.\w+)*)", text, re.M):
+        base = os.path.join(samples, "src", *mod.split("."))
+        if not (os.path.isdir(base) or os.path.isfile(base + ".py")):
+            return os.path.relpath(base, samples)
+    return None
+
+
 
 def _cases(sdk, samples, unit=True):
     ex = os.path.join(sdk, "general", "nki", "examples")
@@ -365,8 +392,8 @@ def run(sdk, samples, only=(), timeout=1800, unit=True, out=sys.stdout, skip=())
         t = time.time()
         if unit_file is not None and unit_file.startswith("skip:"):
             status, note = "SKIP", unit_file[5:]
-        elif not os.path.exists(d if unit_file is None else os.path.join(d, unit_file)):
-            status, note = "SKIP", f"not in this checkout ({os.path.relpath(d, samples if 'samples' in name else sdk)})"
+        elif (lack := missing(d, unit_file or CASE_FILES.get(name), samples if name.startswith("samples") else sdk)):
+            status, note = "SKIP", f"not in this checkout ({lack})"
         else:
             if unit_file is None:
                 cmd = [sys.executable, os.path.abspath(__file__), "--case", name, sdk, samples]

@@ -529,6 +529,31 @@ def test_beta1_kernels_script_skips_cases_an_empty_checkout_lacks(tmp_path):
     assert lines[-1] == "total: 0 passed, 0 failed, 2 skipped"
 
 
+def test_beta1_kernels_script_skips_unit_tests_whose_reference_kernels_the_checkout_lacks(tmp_path):
+    """nki-samples HEAD keeps test/unit but not src/nki_samples/reference, which the tests import:
+    those cases (and the trn2 double-row case, which imports its unit test) print SKIP, not FAIL."""
+    script = os.path.join(BENCH, "beta1_kernels.py")
+    sdk, samples = tmp_path / "sdk", tmp_path / "samples"
+    (sdk / "general" / "nki" / "examples").mkdir(parents=True)
+    (samples / "src" / "nki_samples").mkdir(parents=True)
+    unit = samples / "test" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "test_resize_nearest.py").write_text(
+        "import numpy as np\nfrom nki_samples.reference.vision import resize_nearest_fixed_dma_kernel\n")
+    (unit / "test_double_row_matmul.py").write_text(
+        "from nki_samples.reference.double_row_matmul import quantized_double_row_matmul\n")
+    res = subprocess.run([sys.executable, script, str(sdk), str(samples), "--only", "resize_nearest", "double_row"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("SKIP samples reference double_row_matmul on trn2")
+    assert lines[0].endswith("not in this checkout (src/nki_samples/reference/double_row_matmul)")
+    assert lines[1].startswith("SKIP samples unit test_resize_nearest.py --simulation-only")
+    assert lines[1].endswith("not in this checkout (src/nki_samples/reference/vision)")
+    assert lines[2].startswith("SKIP samples unit test_double_row_matmul.py ")     # needs a trn2 host
+    assert lines[-1] == "total: 0 passed, 0 failed, 3 skipped"
+
+
 def test_tutorials_step_improves_only_beyond_one_percent():
     """benchmarks/tutorials.py: a step improves when its estimate is more than MIN_GAIN (1 %)
     lower; equal estimates (mamba v1 / v2: 2075.2498 vs 2075.2477 us) do not."""

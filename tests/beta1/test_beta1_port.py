@@ -326,3 +326,92 @@ def test_assigning_over_the_operand_itself_writes_in_place_as_the_port_does():
     _same(ev1, ev2)
     np.testing.assert_allclose(got1, np.exp(A + B + B), rtol=1e-5)
     assert {e.writes[0].alloc for e in ev1[1:-1] if e.op != "dma_copy"} == {ev1[0].writes[0].alloc}
+
+
+# ---- ``psum += <Beta-1 matmul>`` is one accumulating matmul, as its port's accumulate=True ------
+@nki1.jit
+def b1_sum(a, b):
+    out = nl1.ndarray((3, 64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    ps = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)
+    q = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)
+    r = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)
+    i = nl1.mgrid[0:32, 0:48]
+    for k in nl1.affine_range(4):
+        at, bt = nl1.load(a[k]), nl1.load(b[k])
+        ps += nisa1.nc_matmul(at, bt)                           # a name target
+        q[...] += nl1.matmul(at, bt, transpose_x=True)          # a subscript target, nl.matmul
+        r[:, nl1.ds(32, 48)] += nisa1.nc_matmul(at, bt[i.p, i.x])   # part of the tile
+    for j, t in enumerate((ps, q, r)):
+        nl1.store(out[j], nl1.copy(t))
+    return out
+
+
+def b2_sum(a, b):
+    out = nl2.ndarray((3, 64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    ps = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    q = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    r = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    for k in nl2.affine_range(4):
+        at, bt = nl2.load(a[k]), nl2.load(b[k])
+        nisa2.nc_matmul(ps, at, bt, accumulate=True)
+        nisa2.nc_matmul(q, at, bt, accumulate=True)
+        nisa2.nc_matmul(r[:, 32:80], at, bt[:, 0:48], accumulate=True)
+    for j, t in enumerate((ps, q, r)):
+        nl2.store(out[j], nl2.copy(t))
+    return out
+
+
+def _sum_ref(a, b):
+    p = sum(a[k].T.astype(np.float64) @ b[k] for k in range(a.shape[0]))
+    r = np.zeros_like(p)
+    r[:, 32:80] = p[:, :48]
+    return np.stack([p, p, r])
+
+
+SA = RNG.standard_normal((4, 32, 64)).astype(np.float32)
+SB = RNG.standard_normal((4, 32, 96)).astype(np.float32)
+
+
+def test_accumulating_a_beta1_matmul_into_psum_is_one_matmul_as_the_port_does():
+    got1, ev1 = _events(lambda: b1_sum(SA, SB))
+    got2, ev2 = _events(lambda: nki2.simulate(b2_sum)(SA, SB))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    mm = [e for e in ev1 if e.op == "nc_matmul"]
+    assert len(mm) == 12 and all(e.options["accumulate"] is True for e in mm)
+    assert not any(e.op == "tensor_tensor" for e in ev1)        # no separate add on the Vector engine
+    # each accumulates into its target: ps, q, r (q[...] and r[:, 32:80] are views of q and r)
+    zeros = [e.writes[0] for e in ev1 if e.op == "memset"]
+    assert [e.writes[0].alloc for e in mm[:3]] == [z.alloc for z in zeros]
+    np.testing.assert_allclose(got1, _sum_ref(SA, SB), rtol=1e-4, atol=1e-4)
+    est1 = nkisim.profile(b1_sum, compute=False)(SA, SB).total_us
+    est2 = nkisim.profile(nki2.jit(b2_sum), compute=False)(SA, SB).total_us
+    assert est1 == est2 > 0
+
+
+@nki1.jit
+def b1_sum_fallbacks(a, b):
+    out = nl1.ndarray((3, 64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    ps = nl1.ndarray((64, 96), nl1.float32, buffer=nl1.psum)       # never written: counts as zero
+    h = nl1.zeros((64, 96), nl1.bfloat16, buffer=nl1.psum)          # another dtype: a new tile, then an add
+    s = nl1.zeros((64, 96), nl1.float32, buffer=nl1.sbuf)           # SBUF: a new PSUM tile, then an add
+    for k in nl1.sequential_range(2):
+        at, bt = nl1.load(a[k]), nl1.load(b[k])
+        ps += nisa1.nc_matmul(at, bt)
+        h += nisa1.nc_matmul(at, bt)
+        s += nl1.matmul(at, bt, transpose_x=True)
+    for j, t in enumerate((ps, h, s)):
+        nl1.store(out[j], nl1.copy(t, dtype=nl1.float32))
+    return out
+
+
+def test_an_accumulated_matmul_the_target_cannot_take_is_still_added_and_fresh_psum_counts_as_zero():
+    a, b = SA[:2], SB[:2]
+    got, ev = _events(lambda: b1_sum_fallbacks(a, b))
+    p = a[0].T.astype(np.float64) @ b[0] + a[1].T.astype(np.float64) @ b[1]
+    np.testing.assert_allclose(got[0], p, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], p, rtol=2e-2, atol=5e-2)     # bf16 sums
+    np.testing.assert_allclose(got[2], p, rtol=1e-5, atol=1e-5)
+    mm = [e for e in ev if e.op == "nc_matmul"]
+    assert [e.options["accumulate"] for e in mm] == [True, False, False] * 2
+    assert sum(e.op == "tensor_tensor" for e in ev) == 4             # the bf16 and the SBUF sums, twice

@@ -10,6 +10,14 @@ read, the key holds a call other than an index builder, or the view is not a pla
 whose memory no operand of the call shares except as exactly that view (``acc[...] = nl.add(acc,
 x)`` writes acc in place: the call's final instruction reads its operands before writing). Python's own ``t[key] = result`` then assigns the
 view to exactly itself, which ``NkiTensor.__setitem__`` skips.
+
+``assignable(api, sums=True)`` (the matmuls: ``nisa.nc_matmul``, ``nl.matmul``) also offers the
+target of ``t += call(...)`` and ``t[key] += call(...)`` (``take_sum``): the call accumulates into
+``t`` itself, as the Beta-1 compiler runs ``psum += matmul`` (one accumulating matmul, the Beta-2
+port's ``nc_matmul(dst=psum, ..., accumulate=True)``), and returns ``Summed(t)``, which the
+``+=`` that follows takes as already done (``operators``: no second add). Nothing is offered for
+``+=`` when any operand of the call shares the target's memory; an offer the call does not take
+(dtype, shape or buffer differ) leaves the old path: a new result tile, then the in-place add.
 """
 from __future__ import annotations
 
@@ -23,71 +31,119 @@ import numpy as np
 
 from ..memory.tensor import NkiTensor
 
-_HINT: contextvars.ContextVar = contextvars.ContextVar("nkisim_beta1_target", default=None)  # (view, api)
+_HINT: contextvars.ContextVar = contextvars.ContextVar("nkisim_beta1_target", default=None)  # an Offer
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("nkisim_beta1_call", default=False)
 _MISS = object()
-_SITES: dict = {}          # (code object, instruction offset) -> compiled ``t[key]`` expression or None
-_TREES: dict = {}          # (file name, its text) -> {(lineno, end_lineno, col, end_col) of a call: its target}
+_SITES: dict = {}          # (code object, instruction offset) -> (compiled target expression, summed) or None
+_TREES: dict = {}          # (file name, its text) -> {(lineno, end_lineno, col, end_col) of a call: (target, summed)}
 # calls a key may hold: index builders with no side effect (anything else: no target is offered)
 _PURE_CALLS = {"arange", "ds", "mgrid", "par_dim", "len", "min", "max", "int", "slice", "range"}
 
 
-def assignable(api: str):
+class Offer:
+    """The assignment target offered to one Beta-1 call: ``view`` for ``api``; ``summed``: the
+    statement is ``t += call`` (else ``t = call``); ``taken``: a result allocation took it."""
+    __slots__ = ("view", "api", "summed", "taken")
+
+    def __init__(self, view, api, summed):
+        self.view, self.api, self.summed, self.taken = view, api, summed, False
+
+
+class Summed:
+    """The result of a call that accumulated into its ``t += call`` target ``view``: the in-place
+    add that follows does nothing (``operators``) and leaves ``view``."""
+    __slots__ = ("view",)
+
+    def __init__(self, view):
+        self.view = view
+
+
+def assignable(api: str, sums: bool = False):
     """Decorate the Beta-1 entry point ``api`` (e.g. "nisa.activation") so that, called as the
-    whole right-hand side of ``t[key] = ...``, its result allocation may be ``t[key]`` (``take``)."""
+    whole right-hand side of ``t[key] = ...``, its result allocation may be ``t[key]`` (``take``);
+    with ``sums``, also of ``t += ...`` / ``t[key] += ...`` (``take_sum``)."""
     def deco(fn):
         @functools.wraps(fn)
         def call(*args, **kwargs):
             if _ACTIVE.get():                       # a Beta-1 call inside another: plain
                 return fn(*args, **kwargs)
-            view = target(sys._getframe(1), args, kwargs)
-            active, hint = _ACTIVE.set(True), _HINT.set(None if view is None else (view, api))
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _HINT.reset(hint)
-                _ACTIVE.reset(active)
+            return call_at(sys._getframe(1), api, fn, args, kwargs, sums)
         return call
     return deco
 
 
-def take(shape, dtype, buffer, api: str):
-    """The offered assignment target for the result of ``api`` when it has exactly this shape,
-    dtype and buffer, else None. The offer is used up by the first result allocation of ``api``
-    that asks, matching or not (so no later allocation of the same call can take it)."""
+def call_at(frame, api, fn, args, kwargs, sums=False):
+    """``fn(*args, **kwargs)`` as the Beta-1 call ``api`` made at ``frame``, its assignment target
+    offered to its result; ``Summed(view)`` when it accumulated into a ``+=`` target."""
+    offer = _offer(frame, args, kwargs, api, sums)
+    active, hint = _ACTIVE.set(True), _HINT.set(offer)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        _HINT.reset(hint)
+        _ACTIVE.reset(active)
+    if offer is not None and offer.summed and offer.taken:
+        return Summed(offer.view)
+    return result
+
+
+def _claim(shape, dtype, buffer, api, summed):
     hint = _HINT.get()
-    if hint is None or hint[1] != api:
+    if hint is None or hint.api != api or hint.summed is not summed:
         return None
     _HINT.set(None)
-    view = hint[0]
+    view = hint.view
     if tuple(view.shape) != tuple(int(s) for s in shape) or view.dtype != np.dtype(dtype) or view.buffer is not buffer:
         return None
+    hint.taken = True
     return view
+
+
+def take(shape, dtype, buffer, api: str):
+    """The offered ``t[key] = ...`` target for the result of ``api`` when it has exactly this
+    shape, dtype and buffer, else None. The offer is used up by the first result allocation of
+    ``api`` that asks, matching or not (so no later allocation of the same call can take it). A
+    ``+=`` offer is never taken here (nor used up): only ``take_sum`` takes it."""
+    return _claim(shape, dtype, buffer, api, False)
+
+
+def take_sum(shape, dtype, buffer, api: str):
+    """The offered ``t += ...`` target for the result of ``api`` (which then accumulates into it)
+    when it has exactly this shape, dtype and buffer, else None; used up as ``take``'s is."""
+    return _claim(shape, dtype, buffer, api, True)
 
 
 def target(frame, args, kwargs) -> NkiTensor | None:
     """``t[key]`` of the statement the call at ``frame``'s current instruction is the right-hand
     side of, evaluated in that frame; None when there is no such statement or the view does not
     qualify (see the module docstring)."""
+    offer = _offer(frame, args, kwargs, "", False)
+    return None if offer is None else offer.view
+
+
+def _offer(frame, args, kwargs, api, sums) -> Offer | None:
     key = (frame.f_code, frame.f_lasti)
     site = _SITES.get(key, _MISS)
     if site is _MISS:
         site = _SITES[key] = _site(frame.f_code, frame.f_lasti, frame.f_globals)
-    if site is None:
+    if site is None or (site[1] and not sums):
         return None
+    code, summed = site
     try:
-        view = eval(site, frame.f_globals, frame.f_locals)     # noqa: S307 (the kernel's own key)
+        view = eval(code, frame.f_globals, frame.f_locals)     # noqa: S307 (the kernel's own key)
     except Exception:           # noqa: BLE001 (a key this cannot rebuild here: the plain path)
         return None
     if type(view) is not NkiTensor or not view.on_chip or view.oob is not None or view.dynamic:
         return None
+    if summed and view.storage is not view.alloc.storage:       # (a view of another dtype: the plain path)
+        return None
     for t in _tiles((args, kwargs)):
-        if getattr(t, "alloc", None) is view.alloc and not _same_view(t, view):
+        if getattr(t, "alloc", None) is view.alloc and (summed or not same_view(t, view)):
             return None
-    return view
+    return Offer(view, api, summed)
 
 
-def _same_view(t, view) -> bool:
+def same_view(t, view) -> bool:
     """``t`` is exactly ``view`` (``acc[...] = nl.add(acc, x)``): the call's last instruction reads
     its operands before it writes, so the result is the value assigned either way."""
     return (type(t) is NkiTensor and t.storage is view.storage and t.offset == view.offset
@@ -106,7 +162,8 @@ def _tiles(value):
 
 
 def _site(code, lasti, module_globals=None):
-    """The compiled ``t[key]`` load for the call instruction at ``lasti`` of ``code``, or None."""
+    """(the compiled ``t[key]`` / ``t`` load, whether the statement is ``+=``) for the call
+    instruction at ``lasti`` of ``code``, or None."""
     try:
         pos = list(code.co_positions())[lasti // 2]
     except (IndexError, ValueError):
@@ -120,14 +177,15 @@ def _site(code, lasti, module_globals=None):
     if node is None:
         return None
     try:
-        return compile(ast.Expression(body=node), code.co_filename, "eval")
+        return compile(ast.Expression(body=node[0]), code.co_filename, "eval"), node[1]
     except (SyntaxError, ValueError, TypeError):
         return None
 
 
 def _assignments(src: str) -> dict:
-    """{position of a call: the Subscript it is assigned to} for every ``t[key] = call(...)`` of the
-    source ``src`` whose key holds only pure calls (empty when it is empty or does not parse)."""
+    """{position of a call: (the target it is assigned to as a load, True for ``+=``)} for every
+    ``t[key] = call(...)``, ``t[key] += call(...)`` and ``t += call(...)`` of the source ``src``
+    whose key holds only pure calls (empty when it is empty or does not parse)."""
     try:
         tree = ast.parse(src)
     except (SyntaxError, ValueError):
@@ -136,12 +194,20 @@ def _assignments(src: str) -> dict:
     for n in ast.walk(tree):
         if (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Subscript)
                 and isinstance(n.value, ast.Call) and _pure(n.targets[0])):
-            v = n.value
-            sub = n.targets[0]
+            sub, summed = n.targets[0], False
+        elif (isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and isinstance(n.value, ast.Call)
+                and isinstance(n.target, (ast.Subscript, ast.Name)) and _pure(n.target)):
+            sub, summed = n.target, True
+        else:
+            continue
+        v = n.value
+        if isinstance(sub, ast.Name):
+            load = ast.Name(id=sub.id, ctx=ast.Load())
+        else:
             load = ast.Subscript(value=sub.value, slice=sub.slice, ctx=ast.Load())
-            ast.copy_location(load, sub)
-            ast.fix_missing_locations(load)
-            out[(v.lineno, v.end_lineno, v.col_offset, v.end_col_offset)] = load
+        ast.copy_location(load, sub)
+        ast.fix_missing_locations(load)
+        out[(v.lineno, v.end_lineno, v.col_offset, v.end_col_offset)] = (load, summed)
     return out
 
 
@@ -157,4 +223,4 @@ def _pure(node) -> bool:
     return True
 
 
-__all__ = ["assignable", "take", "target"]
+__all__ = ["Offer", "Summed", "assignable", "call_at", "take", "take_sum", "target"]

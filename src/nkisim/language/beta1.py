@@ -87,13 +87,7 @@ _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
 def _call_at(frame, api, fn, args, kwargs):
     """``fn(*args, **kwargs)`` as the Beta-1 call ``api`` made at ``frame`` (its assignment target
     offered to its result: ``assign_target``)."""
-    view = _targets.target(frame, args, kwargs)
-    active, hint = _targets._ACTIVE.set(True), _targets._HINT.set(None if view is None else (view, api))
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _targets._HINT.reset(hint)
-        _targets._ACTIVE.reset(active)
+    return _targets.call_at(frame, api, fn, args, kwargs)
 
 
 def _partition_only(mask) -> bool:
@@ -189,10 +183,11 @@ load = _masked(_tile.load, "nl.load")
 load_transpose2d = _masked(_tile.load_transpose2d, "nl.load_transpose2d")
 
 
-@_targets.assignable("nl.matmul")
+@_targets.assignable("nl.matmul", sums=True)
 def matmul(x, y, *, transpose_x=False, mask=None):
     """``nl.matmul(x, y, *, transpose_x=False, mask=None)``: Beta 2's nl.matmul (a new fp32 PSUM
-    tile). Decision: an operand in PSUM (e.g. an ``nl.transpose`` result, which the SDK's
+    tile; ``psum[...] = nl.matmul(...)`` overwrites psum, ``psum += nl.matmul(...)`` accumulates
+    into it: one matmul, ``assign_target``). Decision: an operand in PSUM (e.g. an ``nl.transpose`` result, which the SDK's
     attention tutorial multiplies) is first copied to SBUF (nisa.tensor_copy), as the Tensor
     Engine reads SBUF only."""
     with masked(mask):
@@ -337,11 +332,7 @@ def inplace(name, x, y):
     if (name == "add" and isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.buffer is psum
             and y.buffer is psum and y.storage is y.alloc.storage and _access.matmul_flags(y) is True
             and x.storage is x.alloc.storage):
-        flags = _access.matmul_flags(x)
-        if flags is False:
-            _access.write(x, np.zeros(x.shape, np.float32))
-        elif flags is not True:
-            _access.write(x, np.where(flags, _access.read_f32(x, hooks=False), np.float32(0)))
+        _tile.start_sum(x)
     return _tile.inplace(name, x, y)
 
 

@@ -485,12 +485,14 @@ def _staged(t):
     return t
 
 
-@_targets.assignable("nisa.nc_matmul")
+@_targets.assignable("nisa.nc_matmul", sums=True)
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, perf_mode=None, **kwargs):
     """``r = nisa.nc_matmul(stationary, moving, ...)``: r = stationary.T @ moving, a new fp32 PSUM
     tile (M, N) (with ``is_transpose``: stationary's dtype). ``psum += nisa.nc_matmul(...)``
-    accumulates (an in-place add), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
+    accumulates into psum (one matmul with accumulate=True, as the Beta-1 compiler and the Beta-2
+    port run it: ``assign_target``; elements of psum not last written by a matmul count as zero,
+    ``beta1.inplace``), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
     SDK's Beta-1 tests, e.g. "double_row_gen3"): Decision: any "double_row..." spelling is Beta-2
     ``matmul_perf_mode.double_row`` (its rules apply), None/"none" is none.
     Decision: an operand in PSUM (nki-samples' flash attention backward multiplies an
@@ -503,13 +505,19 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
         rows = 2 if perf is _e.matmul_perf_mode.double_row else 1     # (K, 2, M) x (K, 2, N) -> (M, N)
         dt = stationary.dtype if is_transpose else _d.float32
         shape = (stationary.free_size // rows, moving.free_size // rows)
-        dst = _targets.take(shape, dt, psum, "nisa.nc_matmul")
-        overwrite = dst is not None         # ``psum[...] = nisa.nc_matmul(...)``: written in place
-        if dst is None:
-            dst = _new(shape, dt, psum)
+        # ``psum += nisa.nc_matmul(...)`` (not a transpose, which overwrites): accumulated in place
+        dst = None if is_transpose else _targets.take_sum(shape, dt, psum, "nisa.nc_matmul")
+        if dst is not None:
+            _tile.start_sum(dst)
+            accumulate = True
+        else:                               # ``psum[...] = nisa.nc_matmul(...)``: written in place
+            dst = _targets.take(shape, dt, psum, "nisa.nc_matmul")
+            accumulate = None if dst is None else False
+            if dst is None:
+                dst = _new(shape, dt, psum)
         _isa.nc_matmul(dst, stationary, moving, is_stationary_onezero=is_stationary_onezero,
                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                       accumulate=False if overwrite else None,
+                       accumulate=accumulate,
                        tile_position=tile_position, tile_size=tile_size, perf_mode=perf)
     return dst
 

@@ -1,8 +1,8 @@
 """NkiTensor's Python operators (``a + b``, ``a < 2``, ``-a``, ``a += b``, ...) are the nl tile
 functions (``tile.operator``, ``tile.inplace``): this module registers them with
 ``memory.hooks`` when ``nkisim.language`` is imported, so memory never imports the language
-layer. Imports memory.hooks and language.tile
-(and language.beta1 when a Beta-1 tensor method is called).
+layer. Imports memory.hooks, language.tile and language.assign_target (and language.beta1 when
+a Beta-1 tensor method is called).
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as _np
 
 from .. import state as _state
 from ..memory import hooks as _hooks
-from . import tile as _tile
+from . import assign_target as _targets, tile as _tile
+from .assign_target import same_view as _same_view
 
 
 def _operator(name, *operands):
@@ -26,6 +27,10 @@ def _operator(name, *operands):
 
 def _inplace(name, x, y):
     """``x += y`` etc.: in a Beta-1 SPMD program ``beta1.inplace`` (PSUM accumulation groups)."""
+    if type(y) is _targets.Summed:     # ``t += <Beta-1 matmul>`` already accumulated into t
+        if name != "add" or not _same_view(x, y.view):
+            raise RuntimeError(f"nkisim internal error: an accumulated Beta-1 result met {name} of another tile")
+        return x
     core = _state.current.get()
     if core is not None and core.extras.get("beta1_program") is not None:
         from . import beta1

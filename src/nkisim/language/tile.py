@@ -467,13 +467,29 @@ def matmul(x, y, transpose_x=False):
         _nc_transpose(dst=xt, data=x.reshape((x.shape[0], x.free_size)))
         stationary = _new(xt.shape, x.dtype, op)
         _tensor_copy(dst=stationary, src=xt)
-    dst = _targets.take((stationary.free_size, y.free_size), _f32, psum, op)
-    if dst is None:
-        dst = _new((stationary.free_size, y.free_size), _f32, op, psum)
+    shape = (stationary.free_size, y.free_size)
+    if (dst := _targets.take_sum(shape, _f32, psum, op)) is not None:
+        start_sum(dst)  # Beta 1's ``psum += nl.matmul(...)``: one accumulating matmul
+        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=True)
+    elif (dst := _targets.take(shape, _f32, psum, op)) is not None:
+        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=False)   # ``psum[...] = ...``
+    else:
+        dst = _new(shape, _f32, op, psum)
         _nc_matmul(dst=dst, stationary=stationary, moving=y)
-    else:               # Beta 1's ``psum[...] = nl.matmul(...)`` overwrites (``+=`` accumulates)
-        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=False)
     return dst
+
+
+def start_sum(x) -> None:
+    """Beta 1's ``x += <matmul result>`` into the fp32 PSUM view ``x`` starts an accumulation group
+    where x's elements were not last written by a matmul: those elements are set to zero (a state
+    change, no instruction), so the add that follows (an in-place add or an accumulating matmul)
+    gives the product there. Decision (``beta1.inplace``): as the first matmul of a hardware
+    accumulation group overwrites; ``nl.zeros`` then ``+=`` gives the same values."""
+    flags = matmul_flags(x)
+    if flags is False:
+        write(x, np.zeros(x.shape, np.float32))
+    elif flags is not True:
+        write(x, np.where(flags, read_f32(x, hooks=False), np.float32(0)))
 
 
 # ---- reductions over free axes -----------------------------------------------------------------
