@@ -46,6 +46,26 @@ def _name(func) -> str:
     return getattr(func, "__name__", "kernel")
 
 
+def _recorded(func, args, kwargs, lnc, program_ndim, settings, compute, outer):
+    """(outputs, events) of one recorded launch. A timing-only launch in which ``runtime.replay``
+    synthesised loop iterations and that then failed (any exception, ``ReplayMismatch`` included)
+    runs again without replay, so a replayed launch gives what a plain one gives or raises what it
+    raises; the events of the launch that counts reach ``outer``."""
+    with trace.record(timing_only=not compute) as events:
+        retry = False
+        try:
+            out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
+            return out, events
+        except Exception:
+            retry = bool(events.replayed)
+            if not retry:
+                raise
+        finally:
+            if outer is not None and not retry:
+                outer.add_launch([list(events)], events.fast_paths)
+    return _recorded(func, args, kwargs, lnc, program_ndim, settings.replace(loop_replay=False), compute, outer)
+
+
 def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
                  settings: Settings | None = None, compute: bool = True) -> Profile:
     """Simulate one launch of ``func`` recording its events, estimate its device time; return the
@@ -58,12 +78,7 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     token = _launch.LAUNCH_HOOK.set(None)
     with progress.activity(f"nkisim.profile: simulating {_name(func)}") as shown:
         try:
-            with trace.record(timing_only=not compute) as events:
-                try:
-                    out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
-                finally:
-                    if outer is not None:
-                        outer.add_launch([list(events)], events.fast_paths)
+            out, events = _recorded(func, args, kwargs, lnc, program_ndim, settings, compute, outer)
         finally:
             _launch.LAUNCH_HOOK.reset(token)
         shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)

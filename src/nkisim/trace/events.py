@@ -81,6 +81,7 @@ class Recording(list):
     def __init__(self, timing_only: bool = False):
         super().__init__()
         self.timing_only = timing_only
+        self.replayed = 0           # loops whose iterations runtime.replay synthesised
         self.fast_paths: Counter = Counter()
         self._lock = threading.Lock()
 
