@@ -41,7 +41,7 @@ import dis
 import inspect
 import textwrap
 
-from .. import state
+from ..errors import ReplayMismatch
 from ..trace.events import Instruction, Operand
 
 _GET_ITER = dis.opmap["GET_ITER"]
@@ -49,11 +49,6 @@ _LOOP_FUNCS = frozenset(("affine_range", "sequential_range", "static_range", "ra
 _DYNAMIC = frozenset(("dynamic_range", "fori_loop", "while_loop"))
 _BUILTINS_OK = {"slice": builtins.slice, "range": builtins.range, "len": builtins.len}
 _MIN_TRIPS = 5          # 0, 1, 2 real, at least one synthesised, the last real
-
-
-class ReplayMismatch(Exception):
-    """A replayed loop's last iteration differed from the extrapolation (or a value was read back
-    after a skip): the launch must run again without replay (``run_profiled`` does)."""
 
 
 # ---- static analysis ------------------------------------------------------------------------------
@@ -538,12 +533,4 @@ def _replay(core, r, plan, frame):
         raise ReplayMismatch(f"loop at line {frame.f_lineno}: the last iteration differs from the replay")
 
 
-def value_read(what: str) -> None:
-    """A value went back to Python (``what``): after a skipped iteration it may be one the skipped
-    iterations would have written, so the launch must run again without replay."""
-    c = state.maybe_core()
-    if c is not None and c.launch.recording is not None and getattr(c.launch.recording, "replayed", 0):
-        raise ReplayMismatch(f"{what} read a value after a replayed loop")
-
-
-__all__ = ["ReplayMismatch", "eligible", "iterate", "value_read"]
+__all__ = ["ReplayMismatch", "eligible", "iterate"]
