@@ -429,25 +429,41 @@ def _event_steps(e1: Instruction, e2: Instruction, core_id, lc1, lc2, dlocal):
     return tuple(steps)
 
 
-def _moved(o: Operand, step, k: int, core_id) -> Operand:
-    da, dv, dp, db = step
-    if not (da or dv or dp or db):
-        return o
-    alloc = o.alloc
-    if da:
-        alloc = f"c{core_id}.{_alloc_number(alloc, core_id) + da * k}"
-    return Operand(o.role, o.buffer, o.shape, o.dtype, o.nbytes, alloc, o.partitions, o.contiguous_bytes,
-                   (o.view[0] + dv * k, o.view[1]), o.part_start + dp * k, o.part_end + dp * k,
-                   o.byte_start + db * k, o.byte_end + db * k)
-
-
-def _shifted(template, steps, k: int, dseq: int, core_id) -> list:
-    out = []
+def _compile(template, steps, core_id) -> list:
+    """The synthesis plan of one replayed loop: per event of ``template``, (event, reads count,
+    per operand (operand, None) when it never moves, else (operand, its moving fields))."""
+    plan = []
+    pre = f"c{core_id}."
     for ev, st in zip(template, steps):
-        nr = len(ev.reads)
-        ops = [_moved(o, s, k, core_id) for o, s in zip((*ev.reads, *ev.writes), st)]
-        out.append(Instruction(ev.op, ev.api, ev.engine, ev.core, ev.seq + dseq * k, ev.location,
-                               tuple(ops[:nr]), tuple(ops[nr:]), ev.options))
+        ops = []
+        for o, (da, dv, dp, db) in zip((*ev.reads, *ev.writes), st):
+            if not (da or dv or dp or db):
+                ops.append((o, None))
+            else:
+                n0 = _alloc_number(o.alloc, core_id) if da else None
+                ops.append((o, (pre, n0, da, o.view[0], o.view[1], dv, o.part_start, o.part_end, dp,
+                                o.byte_start, o.byte_end, db)))
+        plan.append((ev, len(ev.reads), tuple(ops)))
+    return plan
+
+
+def _shifted(plan, k: int, dseq: int) -> list:
+    """The events of the iteration ``k`` iterations after the template's (``_compile``)."""
+    out = []
+    add = out.append
+    for ev, nr, ops in plan:
+        new = []
+        for o, m in ops:
+            if m is None:
+                new.append(o)
+                continue
+            pre, n0, da, v0, strides, dv, ps, pe, dp, bs, be, db = m
+            new.append(Operand(o.role, o.buffer, o.shape, o.dtype, o.nbytes,
+                               pre + str(n0 + da * k) if da else o.alloc, o.partitions,
+                               o.contiguous_bytes, (v0 + dv * k, strides), ps + dp * k, pe + dp * k,
+                               bs + db * k, be + db * k))
+        add(Instruction(ev.op, ev.api, ev.engine, ev.core, ev.seq + dseq * k, ev.location,
+                        tuple(new[:nr]), tuple(new[nr:]), ev.options))
     return out
 
 
@@ -517,9 +533,9 @@ def _replay(core, r, plan, frame):
         return
     skip = n - 4                    # iterations 3 .. n-2
     dseq, dlocal, dserial, dclock = d12[0], d12[1], d12[2], d12[3]
-    cid = core.core_id
+    synth = _compile(template, steps, core.core_id)
     for k in builtins.range(1, skip + 1):
-        events.extend(_shifted(template, steps, k, dseq, cid))
+        events.extend(_shifted(synth, k, dseq))
     core.seq += skip * dseq
     core.local_count += skip * dlocal
     core.serial += skip * dserial
@@ -528,7 +544,7 @@ def _replay(core, r, plan, frame):
     core.launch.recording.replayed += 1
     start = len(events)
     yield r[n - 1]
-    want = _shifted(template, steps, skip + 1, dseq, cid)
+    want = _shifted(synth, skip + 1, dseq)
     if events[start:] != want or not _values_ok(frame, plan, aug_before):
         raise ReplayMismatch(f"loop at line {frame.f_lineno}: the last iteration differs from the replay")
 
