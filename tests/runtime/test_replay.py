@@ -259,3 +259,16 @@ def test_replay_is_off_with_compute_and_with_races(counts):
     np.testing.assert_array_equal(p.outputs, a)
     nkisim.profile(k, compute=False, detect_races=True)(a)
     assert counts["synthesised"] == 0
+
+
+def test_a_loop_that_prints_prints_every_iteration(counts, capsys):
+    def printing(a, out):
+        for i in nl.affine_range(T):
+            t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+            print("tile", i)
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+    a = np.random.default_rng(9).random((T * 128, 64), dtype=np.float32)
+    nkisim.profile(_kernel(printing), compute=False)(a)
+    assert capsys.readouterr().out.splitlines() == [f"tile {i}" for i in range(T)]
+    assert counts["synthesised"] == 0

@@ -153,6 +153,12 @@ def profile(kernel, target: str | None = None, compute: bool = True, lnc: int | 
     Decision: every other engine computes, so control flow that reads values still works unless
     it reads a matmul's result (then it sees zeros); ``profile.outputs`` is None (the values are
     not the kernel's).
+    Decision (timing only, ``loop_replay`` / ``NKISIM_LOOP_REPLAY``, default on): a loop whose body
+    provably issues the same instructions every iteration, each operand moved by a constant
+    stride, runs iterations 0, 1, 2 and the last; the other iterations' events are synthesised
+    (``runtime.replay``), so the Profile is the one of the plain run, event for event. Values the
+    skipped iterations would have written are not written; a launch that reads a value back
+    (a register load, ``np.asarray(tile)``) or fails after a skip runs again without replay.
     Raises: TypeError for an unknown option; UnsupportedError when the cost model is missing; any
     error of the kernel.
     """

@@ -14,7 +14,8 @@ Why it is exact (each point is checked, and anything unproven runs the loop norm
   subscripts and nkisim calls, so every offset the body computes is affine in the index; nested
   loops' bounds are untainted.
 - Runtime guards when the loop starts and after iteration 2: every called name resolves to an
-  nkisim function (not a dynamic loop or a register op) or ``slice``/``range``/``len``;
+  nkisim function (not a dynamic loop, a register op, a collective or a print) or
+  ``slice``/``range``/``len``;
   subscripted and ``+=`` names hold tensors; names the body assigns hold immutable values or
   tensors (no list or dict filled per iteration).
 - Event guards: iterations 1 and 2 issue the same instructions (op, api, engine, location,
@@ -312,7 +313,10 @@ def _callable_ok(obj, chain, stored) -> bool:
         owner = getattr(obj, "__self__", None)      # a bound method of a tensor
         return owner is not None and isinstance(owner, _tensor_types())
     name = getattr(obj, "__name__", "")
-    return name not in _DYNAMIC and "registers" not in mod and "register" not in name
+    # dynamic loops, registers (values into control flow), collectives (other ranks wait for each
+    # call), prints (output per iteration): never skipped
+    return name not in _DYNAMIC and not any(w in mod for w in ("registers", "collectives")) \
+        and "register" not in name and "print" not in name
 
 
 _IMMUTABLE = (int, float, bool, str, type(None), slice, range)
