@@ -419,9 +419,17 @@ def _operand_step(o1: Operand, o2: Operand, core_id, lc1, lc2, dlocal):
     return (da, o2.view[0] - o1.view[0], dp, db)
 
 
+def _same(a, b) -> bool:
+    """``a == b`` as a plain bool (False when the comparison is not one: an array option)."""
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 def _event_steps(e1: Instruction, e2: Instruction, core_id, lc1, lc2, dlocal):
-    if (e1.op, e1.api, e1.engine, e1.core, e1.location, e1.options) != \
-            (e2.op, e2.api, e2.engine, e2.core, e2.location, e2.options) \
+    if (e1.op, e1.api, e1.engine, e1.core, e1.location) != (e2.op, e2.api, e2.engine, e2.core, e2.location) \
+            or not _same(e1.options, e2.options) \
             or len(e1.reads) != len(e2.reads) or len(e1.writes) != len(e2.writes):
         return None
     steps = []
@@ -549,7 +557,7 @@ def _replay(core, r, plan, frame):
     start = len(events)
     yield r[n - 1]
     want = _shifted(synth, skip + 1, dseq)
-    if events[start:] != want or not _values_ok(frame, plan, aug_before):
+    if not _same(events[start:], want) or not _values_ok(frame, plan, aug_before):
         raise ReplayMismatch(f"loop at line {frame.f_lineno}: the last iteration differs from the replay")
 
 
