@@ -218,7 +218,7 @@ class Settings:
         True, "timing-only profiles (`nkisim.profile(compute=False)`): a loop whose body provably "
               "issues the same instructions every iteration, moved by constant strides, runs "
               "iterations 0, 1, 2 and the last and synthesises the others' events (the same "
-              "Profile; `runtime/replay.py`); 0 runs every iteration (default 1)",
+              "Profile; `runtime/replay.py`); 0, or `NKISIM_FAST_PATHS=0`, runs every iteration (default 1)",
         env=("NKISIM_LOOP_REPLAY",), parse=_flag)
     nki_version: str = _knob(
         NKI_VERSIONS[-1], "the NKI release simulated where releases documented different behaviour: "

@@ -55,8 +55,11 @@ def counts(monkeypatch):
 
 
 def both(kernel, args, target="trn3", **opts):
-    """(fingerprint with replay, fingerprint of the plain run)."""
-    got = nkisim.profile(kernel, target=target, compute=False, loop_replay=True, **opts)(*args)
+    """(fingerprint with replay, fingerprint of the plain run). Replay is one of the fast paths
+    (off under NKISIM_FAST_PATHS=0), so the replayed run turns them on; the plain run keeps the
+    environment's setting (under NKISIM_FAST_PATHS=0 it is the slowest path of all)."""
+    got = nkisim.profile(kernel, target=target, compute=False, loop_replay=True, fast_paths=True,
+                         **opts)(*args)
     want = nkisim.profile(kernel, target=target, compute=False, loop_replay=False, **opts)(*args)
     return fingerprint(got), fingerprint(want)
 
@@ -246,7 +249,7 @@ def test_a_value_read_after_a_replayed_loop_reruns_without_replay(counts):
     assert counts["launches"] == 3          # replayed, rerun, plain
 
 
-def test_replay_is_off_with_compute_and_with_races(counts):
+def test_replay_is_off_with_compute_with_races_and_without_fast_paths(counts):
     a = np.random.default_rng(8).random((T * 128, 64), dtype=np.float32)
 
     def plain(a, out):
@@ -257,7 +260,8 @@ def test_replay_is_off_with_compute_and_with_races(counts):
     k = _kernel(plain)
     p = nkisim.profile(k, compute=True)(a)
     np.testing.assert_array_equal(p.outputs, a)
-    nkisim.profile(k, compute=False, detect_races=True)(a)
+    nkisim.profile(k, compute=False, detect_races=True, fast_paths=True)(a)
+    nkisim.profile(k, compute=False, fast_paths=False)(a)
     assert counts["synthesised"] == 0
 
 
@@ -269,6 +273,6 @@ def test_a_loop_that_prints_prints_every_iteration(counts, capsys):
             print("tile", i)
             nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
     a = np.random.default_rng(9).random((T * 128, 64), dtype=np.float32)
-    nkisim.profile(_kernel(printing), compute=False)(a)
+    nkisim.profile(_kernel(printing), compute=False, fast_paths=True)(a)
     assert capsys.readouterr().out.splitlines() == [f"tile {i}" for i in range(T)]
     assert counts["synthesised"] == 0
