@@ -49,6 +49,10 @@ _GET_ITER = dis.opmap["GET_ITER"]
 _LOOP_FUNCS = frozenset(("affine_range", "sequential_range", "static_range", "range"))
 _DYNAMIC = frozenset(("dynamic_range", "fori_loop", "while_loop"))
 _BUILTINS_OK = {"slice": builtins.slice, "range": builtins.range, "len": builtins.len}
+# the simulator's own NKI API (ops, nl functions, views, loops): pure functions of their arguments
+# and the simulator's state, never of user code
+_OWN_MODULES = ("nkisim.isa.", "nkisim.language.", "nkisim.memory.", "nkisim.runtime.loops",
+                "nkisim.runtime.beta1")
 _MIN_TRIPS = 5          # 0, 1, 2 real, at least one synthesised, the last real
 
 
@@ -306,12 +310,14 @@ def _callable_ok(obj, chain, stored) -> bool:
         return True
     if len(chain) == 1 and chain[0] in _BUILTINS_OK and obj is _BUILTINS_OK[chain[0]]:
         return True
+    owner = getattr(obj, "__self__", None)
+    if inspect.ismethod(obj) and isinstance(owner, _tensor_types()):
+        return True                                 # a bound method of a tensor (a view, an op)
+    if not (inspect.isfunction(obj) or inspect.isbuiltin(obj) or isinstance(obj, type)):
+        return False                                # an object with __call__ (a sub-kernel, ...)
     mod = getattr(obj, "__module__", None) or ""
-    if isinstance(obj, type) and not mod.startswith("nkisim"):
+    if not mod.startswith(_OWN_MODULES):
         return False
-    if not mod.startswith("nkisim"):
-        owner = getattr(obj, "__self__", None)      # a bound method of a tensor
-        return owner is not None and isinstance(owner, _tensor_types())
     name = getattr(obj, "__name__", "")
     # dynamic loops, registers (values into control flow), collectives (other ranks wait for each
     # call), prints (output per iteration): never skipped
