@@ -276,3 +276,58 @@ def test_a_loop_that_prints_prints_every_iteration(counts, capsys):
     nkisim.profile(_kernel(printing), compute=False, fast_paths=True)(a)
     assert capsys.readouterr().out.splitlines() == [f"tile {i}" for i in range(T)]
     assert counts["synthesised"] == 0
+
+
+# ---- synthesised events: every field set, their origin's cost -----------------------------------------
+@pytest.mark.parametrize("target", ["trn1", "trn3"])
+def test_synthesised_events_are_whole_and_cost_what_their_origin_costs(target):
+    from nkisim import arch
+    from nkisim.trace import cost, schedule
+    from nkisim.trace.events import Instruction, Operand
+    kernels = _bench("kernels")
+    rng = np.random.default_rng(5)
+    p = nkisim.profile(kernels.matmul_tiled, target=target, compute=False, loop_replay=True,
+                       fast_paths=True)(bf16(rng, 1024, 1024), bf16(rng, 1024, 1536))
+    t = arch.get(target)
+    synth = [ev for ev in p.events if ev.origin is not None]
+    # 8 row blocks (m) x 3 column tiles (n, too few to replay) x 8 k-steps of 3 events, + 2 per
+    # tile: m = 3 .. 6 synthesised whole (4 x 3 x 26 events); in the 4 real ones, k = 3 .. 6
+    assert len(synth) == 4 * 3 * (8 * 3 + 2) + 4 * 3 * 4 * 3
+    for ev in synth:
+        # built by slot assignment: every field set (a field left unset raises here)
+        assert Instruction(*[getattr(ev, f.name) for f in dataclasses.fields(Instruction)]) == ev
+        for o in (*ev.reads, *ev.writes):
+            assert Operand(*[getattr(o, f.name) for f in dataclasses.fields(Operand)]) == o
+        assert ev.origin.origin is None and ev.origin in p.events
+        # the cost model on the event itself (not memoised) gives what the origin costs
+        assert cost.cost(ev, t) == cost.cost(ev.origin, t)
+    # the schedule (which reuses the origin's cost) places them as it places the same events
+    # without an origin (each cost computed from the event)
+    plain = [dataclasses.replace(ev, origin=None) for ev in p.events]
+    assert all(ev.origin is None for ev in plain)
+    key = lambda s: (s.event, s.track, s.start_ns, s.end_ns, s.flops, s.hbm_bytes, s.waited_on, s.why)
+    got = schedule.estimate(list(p.events), t, 1)
+    want = schedule.estimate(plain, t, 1)
+    assert [key(s) for s in got.spans] == [key(s) for s in want.spans]
+    assert got.total_ns == want.total_ns == p.timeline.total_ns
+
+
+def test_schedule_takes_the_cost_of_an_events_origin():
+    """The contract the schedule relies on, shown by breaking it: an event whose ``origin`` is a
+    different instruction is placed with the origin's cost (so synthesised events must be exact
+    translations, which the test above checks)."""
+    from nkisim import arch
+    from nkisim.trace import schedule
+    from nkisim.trace.events import Instruction, Operand
+    t = arch.get("trn3")
+
+    def copy(nbytes, origin=None):
+        src = Operand("src", "hbm", (nbytes,), "uint8", nbytes, "arg:x", 1, nbytes, (0, (1,)), 0, 1, 0, nbytes)
+        dst = Operand("dst", "sbuf", (1, nbytes), "uint8", nbytes, "c0.1", 1, nbytes, (0, (nbytes, 1)),
+                      0, 1, 0, nbytes)
+        return Instruction("dma_copy", "nisa.dma_copy", "dma", 0, 1, "k.py:1", (src,), (dst,), {},
+                           origin)
+    small, big = copy(64), copy(1 << 20)
+    lied = copy(64, origin=big)
+    assert schedule.estimate([lied], t, 1).total_ns == schedule.estimate([big], t, 1).total_ns \
+        > schedule.estimate([small], t, 1).total_ns

@@ -466,9 +466,12 @@ def _compile(template, steps, core_id) -> list:
 
 
 def _shifted(plan, k: int, dseq: int) -> list:
-    """The events of the iteration ``k`` iterations after the template's (``_compile``)."""
+    """The events of the iteration ``k`` iterations after the template's (``_compile``); each
+    event's ``origin`` is its template event (or that one's origin: an event that ran). Built by ``object.__new__`` and slot assignment (every
+    field set, the same values the dataclass ``__init__`` would set): a quarter of the time."""
     out = []
     add = out.append
+    new_obj = object.__new__
     for ev, nr, ops in plan:
         new = []
         for o, m in ops:
@@ -476,12 +479,19 @@ def _shifted(plan, k: int, dseq: int) -> list:
                 new.append(o)
                 continue
             pre, n0, da, v0, strides, dv, ps, pe, dp, bs, be, db = m
-            new.append(Operand(o.role, o.buffer, o.shape, o.dtype, o.nbytes,
-                               pre + str(n0 + da * k) if da else o.alloc, o.partitions,
-                               o.contiguous_bytes, (v0 + dv * k, strides), ps + dp * k, pe + dp * k,
-                               bs + db * k, be + db * k))
-        add(Instruction(ev.op, ev.api, ev.engine, ev.core, ev.seq + dseq * k, ev.location,
-                        tuple(new[:nr]), tuple(new[nr:]), ev.options))
+            x = new_obj(Operand)
+            x.role, x.buffer, x.shape, x.dtype, x.nbytes = o.role, o.buffer, o.shape, o.dtype, o.nbytes
+            x.alloc = pre + str(n0 + da * k) if da else o.alloc
+            x.partitions, x.contiguous_bytes = o.partitions, o.contiguous_bytes
+            x.view = (v0 + dv * k, strides)
+            x.part_start, x.part_end, x.byte_start, x.byte_end = ps + dp * k, pe + dp * k, bs + db * k, be + db * k
+            new.append(x)
+        e = new_obj(Instruction)
+        e.op, e.api, e.engine, e.core, e.seq, e.location = ev.op, ev.api, ev.engine, ev.core, \
+            ev.seq + dseq * k, ev.location
+        e.reads, e.writes, e.options = tuple(new[:nr]), tuple(new[nr:]), ev.options
+        e.origin = ev if ev.origin is None else ev.origin       # a nested loop's: its root
+        add(e)
     return out
 
 

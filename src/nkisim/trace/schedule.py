@@ -419,8 +419,15 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     peak_mode = 0.0
     waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
+    by_origin: dict = {}        # id(origin event) -> its cost (origins live as long as ``events``)
 
     def cost_of(ev):
+        o = ev.origin           # a replayed event: its template's cost (equal key by construction)
+        if o is not None:
+            co = by_origin.get(id(o))
+            if co is None:
+                co = by_origin[id(o)] = cost_of(o)
+            return co
         try:
             ck = (ev.op, ev.engine, tuple(map(_COST_KEY, ev.reads)), tuple(map(_COST_KEY, ev.writes)),
                   tuple(ev.options.items()))
