@@ -214,6 +214,12 @@ class Settings:
            "(iteration i + K reuses iteration i's buffer), a positive integer (default 2, double "
            "buffering); read by `nkisim.profile` / `nki.benchmark` only",
         env=("NKISIM_LOOP_TILE_BUFFERS",), parse=_positive_int)
+    loop_replay: bool = _knob(
+        True, "timing-only profiles (`nkisim.profile(compute=False)`): a loop whose body provably "
+              "issues the same instructions every iteration, moved by constant strides, runs "
+              "iterations 0, 1, 2 and the last and synthesises the others' events (the same "
+              "Profile; `runtime/replay.py`); 0, or `NKISIM_FAST_PATHS=0`, runs every iteration (default 1)",
+        env=("NKISIM_LOOP_REPLAY",), parse=_flag)
     nki_version: str = _knob(
         NKI_VERSIONS[-1], "the NKI release simulated where releases documented different behaviour: "
                           "`0.3`, `0.4` or `0.5` (default `0.5`, the current docs); today one rule "

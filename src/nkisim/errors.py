@@ -188,3 +188,10 @@ __all__ = [
     "RaceError", "UninitializedReadError", "ArgumentError", "EngineError", "UnsupportedError", "DeadlockError",
     "LoopLimitError", "SimulatorOffError", "kernel_location", "kernel_path",
 ]
+
+
+class ReplayMismatch(Exception):
+    """Internal to timing-only profiles (``runtime.replay``): a replayed loop's last iteration
+    differed from its extrapolation, or a value went back to Python after a skipped iteration;
+    ``runtime.profiling`` then runs the launch again without replay (a user never sees it)."""
+

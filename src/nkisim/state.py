@@ -10,7 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import NkiError
+from .errors import NkiError, ReplayMismatch
 
 
 class LaunchState:
@@ -103,3 +103,15 @@ def core(op: str = "nki") -> CoreState:
 
 def maybe_core() -> CoreState | None:
     return current.get()
+
+
+def value_read(what: str) -> None:
+    """A tensor's value went back to Python (``what``: a register load, ``np.asarray(tile)``).
+    After a loop replay skipped iterations (``runtime.replay``) it may be a value the skipped
+    iterations would have written: raise ReplayMismatch so the launch runs again without replay."""
+    c = current.get()
+    if c is not None:
+        rec = c.launch.recording
+        if rec is not None and rec.replayed:
+            raise ReplayMismatch(f"{what} read a value after a replayed loop")
+

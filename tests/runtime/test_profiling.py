@@ -273,3 +273,35 @@ def test_profile_compute_false_gives_the_real_estimate_of_compute_true():
     assert full.total_us > 0 and quick.total_us == full.total_us
     assert [(r.start_us, r.end_us, r.track) for r in quick.records] == \
         [(r.start_us, r.end_us, r.track) for r in full.records]
+
+
+def test_no_garbage_collection_while_estimating_and_the_collector_restored(fake_schedule, monkeypatch):
+    """The schedule and the Profile build run with the cyclic collector off; after the profile
+    (also when the estimate raises) it is as it was: on when it was on, off when it was off."""
+    import gc
+    seen = []
+    estimate = fake_schedule.estimate
+
+    def watching(*a, **k):
+        seen.append(gc.isenabled())
+        return estimate(*a, **k)
+    monkeypatch.setattr(fake_schedule, "estimate", watching)
+    a, b = inputs()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        nkisim.profile(add_kernel)(a, b)
+        assert seen == [False] and gc.isenabled()
+        gc.disable()
+        nkisim.profile(add_kernel)(a, b)
+        assert seen == [False, False] and not gc.isenabled()
+        gc.enable()
+
+        def failing(*a, **k):
+            raise RuntimeError("estimate failed")
+        monkeypatch.setattr(fake_schedule, "estimate", failing)
+        with pytest.raises(RuntimeError, match="estimate failed"):
+            nkisim.profile(add_kernel)(a, b)
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -173,6 +173,7 @@ def _value(src, op):
     if isinstance(src, NkiTensor):
         if src.size != 1:
             raise ShapeError(op, f"src must hold one element, got shape {src.shape}")
+        state.value_read(op)
         return read_raw(src).reshape(-1)[0].item()
     return src
 

@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import state as _state
 from ..errors import BoundsError, DtypeError, ShapeError, UnsupportedError
 from . import affine as _affine
 from . import hooks as _hooks
@@ -293,6 +294,7 @@ class NkiTensor:
         """``np.asarray(tile)``: a copy of the current values in the tile's dtype (tfloat32 as
         float32); like ``print``, not an instruction read (see ``__repr__``).
         Decision: always a copy, so writing into it cannot bypass the simulator."""
+        _state.value_read("np.asarray(tile)")
         a = self._peek()
         return a if dtype is None else a.astype(dtype, copy=False)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import random
+import sys
 
 import numpy as np
 
@@ -28,8 +29,15 @@ class _Range:
         self.kind = kind
 
     def __iter__(self):
+        c = state.maybe_core()
+        rec = c.launch.recording if c is not None and c.events is not None else None
+        if rec is not None and rec.timing_only:
+            from . import replay
+            if replay.eligible(c):
+                it = replay.iterate(c, self.r, sys._getframe(1))
+                if it is not None:
+                    return it
         if self.kind == "affine":
-            c = state.maybe_core()
             if c is not None:
                 order = self.r
                 if c.settings.iteration_order == "shuffled":

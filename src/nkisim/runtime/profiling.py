@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import importlib
 import os
 from typing import Any, Callable
@@ -46,6 +47,26 @@ def _name(func) -> str:
     return getattr(func, "__name__", "kernel")
 
 
+def _recorded(func, args, kwargs, lnc, program_ndim, settings, compute, outer):
+    """(outputs, events) of one recorded launch. A timing-only launch in which ``runtime.replay``
+    synthesised loop iterations and that then failed (any exception, ``ReplayMismatch`` included)
+    runs again without replay, so a replayed launch gives what a plain one gives or raises what it
+    raises; the events of the launch that counts reach ``outer``."""
+    with trace.record(timing_only=not compute) as events:
+        retry = False
+        try:
+            out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
+            return out, events
+        except Exception:
+            retry = bool(events.replayed)
+            if not retry:
+                raise
+        finally:
+            if outer is not None and not retry:
+                outer.add_launch([list(events)], events.fast_paths)
+    return _recorded(func, args, kwargs, lnc, program_ndim, settings.replace(loop_replay=False), compute, outer)
+
+
 def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim: int = 0,
                  settings: Settings | None = None, compute: bool = True) -> Profile:
     """Simulate one launch of ``func`` recording its events, estimate its device time; return the
@@ -58,17 +79,29 @@ def run_profiled(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, pro
     token = _launch.LAUNCH_HOOK.set(None)
     with progress.activity(f"nkisim.profile: simulating {_name(func)}") as shown:
         try:
-            with trace.record(timing_only=not compute) as events:
-                try:
-                    out = _launch.run(func, args, kwargs, lnc=lnc, program_ndim=program_ndim, settings=settings)
-                finally:
-                    if outer is not None:
-                        outer.add_launch([list(events)], events.fast_paths)
+            out, events = _recorded(func, args, kwargs, lnc, program_ndim, settings, compute, outer)
         finally:
             _launch.LAUNCH_HOOK.reset(token)
         shown.set_description(f"nkisim.profile: estimating {_name(func)} ({len(events)} instructions)", refresh=False)
-        timeline = _estimate(events, arch.get(settings.target), lnc, settings)
-    return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
+        with _no_gc():
+            timeline = _estimate(events, arch.get(settings.target), lnc, settings)
+            return Profile(timeline, events, kernel=_name(func), outputs=out if compute else None)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """No cyclic garbage collection inside the block (restored after, also on error): the schedule
+    and the Profile build only acyclic data (spans, records, tuples), which reference counting
+    frees, yet their thousands of new objects each trigger young-generation collections that walk
+    every object still alive (a tenth of a timing-only profile's time). Decision: the collector's
+    state is process-wide; left off if it was off, and another thread's pause may overlap."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def publish(kernel, prof: Profile, path: str | None, detail: Callable[[], str]):
@@ -138,6 +171,12 @@ def profile(kernel, target: str | None = None, compute: bool = True, lnc: int | 
     Decision: every other engine computes, so control flow that reads values still works unless
     it reads a matmul's result (then it sees zeros); ``profile.outputs`` is None (the values are
     not the kernel's).
+    Decision (timing only, ``loop_replay`` / ``NKISIM_LOOP_REPLAY``, default on): a loop whose body
+    provably issues the same instructions every iteration, each operand moved by a constant
+    stride, runs iterations 0, 1, 2 and the last; the other iterations' events are synthesised
+    (``runtime.replay``), so the Profile is the one of the plain run, event for event. Values the
+    skipped iterations would have written are not written; a launch that reads a value back
+    (a register load, ``np.asarray(tile)``) or fails after a skip runs again without replay.
     Raises: TypeError for an unknown option; UnsupportedError when the cost model is missing; any
     error of the kernel.
     """

@@ -62,7 +62,11 @@ class Instruction:
     gpsimd, dma, sync); ``core``: LNC core id; ``seq``: 1, 2, ... per core in issue order;
     ``location``: ``file.py:LINE`` in the kernel; ``reads``/``writes``: tensor operands;
     ``options``: the instruction's other arguments as plain values (enums and operator tokens
-    by name) plus what the instruction decided (e.g. ``accumulate`` as applied)."""
+    by name) plus what the instruction decided (e.g. ``accumulate`` as applied); ``origin``: for
+    an event loop replay synthesised (``runtime.replay``), the event of which it is a translation
+    (equal op, api, engine, location, options and operand roles, buffers, shapes, dtypes and
+    sizes, so the same ``trace.cost``; the schedule reuses that cost), else None (not compared,
+    not shown)."""
     op: str
     api: str
     engine: str
@@ -72,6 +76,7 @@ class Instruction:
     reads: tuple
     writes: tuple
     options: dict = field(default_factory=dict)
+    origin: Instruction | None = field(default=None, compare=False, repr=False)
 
 
 class Recording(list):
@@ -81,6 +86,7 @@ class Recording(list):
     def __init__(self, timing_only: bool = False):
         super().__init__()
         self.timing_only = timing_only
+        self.replayed = 0           # loops whose iterations runtime.replay synthesised
         self.fast_paths: Counter = Counter()
         self._lock = threading.Lock()
 

@@ -52,7 +52,8 @@ tests/trace/test_schedule_reference.py runs one on random event streams): physic
 numbered once per estimate so the dependency table hashes ints, not 6-tuples; ``_place`` scans
 the dependencies inline; a write that covers the one earlier write of its buffer drops it
 without building a new list; a DMA's two pipes (core, HBM) are reserved by an unrolled loop
-(``_reserve2``); track names and rule suffixes are built once. Decision: the table still drops
+(``_reserve2``); track names and rule suffixes are built once; an event loop replay synthesised
+(``Instruction.origin`` set) takes its origin's cost, its memo key being equal by construction. Decision: the table still drops
 the accesses a write covers (they can never bind again: the covering write ended later).
 """
 from __future__ import annotations
@@ -419,8 +420,15 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     peak_mode = 0.0
     waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
+    by_origin: dict = {}        # id(origin event) -> its cost (origins live as long as ``events``)
 
     def cost_of(ev):
+        o = ev.origin           # a replayed event: its template's cost (equal key by construction)
+        if o is not None:
+            co = by_origin.get(id(o))
+            if co is None:
+                co = by_origin[id(o)] = cost_of(o)
+            return co
         try:
             ck = (ev.op, ev.engine, tuple(map(_COST_KEY, ev.reads)), tuple(map(_COST_KEY, ev.writes)),
                   tuple(ev.options.items()))
@@ -487,6 +495,7 @@ class _Notes:
 
 
 _PORT_KINDS = frozenset(("vector", "gpsimd", "scalar"))
+_new = object.__new__
 
 
 def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
@@ -580,7 +589,10 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
     latest = st.latest
     if latest[1] is None or end >= latest[0]:
         st.latest = (end, idx)
-    spans[idx] = Span(ev, track, start, end, co.flops, co.hbm_bytes, waited, why)
+    s = _new(Span)              # every field set: what Span(ev, track, start, end, ...) builds, faster
+    s.event, s.track, s.start_ns, s.end_ns = ev, track, start, end
+    s.flops, s.hbm_bytes, s.waited_on, s.why = co.flops, co.hbm_bytes, waited, why
+    spans[idx] = s
 
 
 def _release(group, key, events, spans, state, pos, t, shared) -> None:
