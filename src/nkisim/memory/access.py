@@ -325,7 +325,8 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     alloc.serial = core.serial
     if core_id is not None:     # a shared_hbm allocation is named shared<k> by the caller
         core.local_count += 1
-        alloc.id = f"c{core_id}.{core.local_count}"
+        alloc.local = core.local_count
+        alloc._id = None            # c<core_id>.<local>, named when first read (Allocation.id)
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
     if core_id is None and core.launch.shared_watch is not None:

@@ -32,7 +32,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "f32",
+                 "pending", "pool", "lazy", "dependents", "_id", "local", "address", "ops", "parts", "f32",
                  "lazy_src", "mm_view", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
@@ -55,7 +55,9 @@ class Allocation:
         self.pool = None        # a per-core free list the storage returns to when this dies
         self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
-        self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
+        self._id = ""           # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace);
+        #                         None: c<core_id>.<local>, made when first read (``id``)
+        self.local = 0          # the core's count of its own allocations when this was made
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
         self.ops = None         # recording: event operands of this allocation's views, by view (trace)
         self.parts = None       # fast path: () or the views written while ``pending`` (``wrote_part``)
@@ -64,6 +66,18 @@ class Allocation:
         self.lazy_src = None    # (lazy, weakref to the source allocation, offset, strides) of a copy
         self.mm_view = None     # fast path (PSUM): the view last marked in an ``mm_flags`` array, and
         #                         its value (access.set_matmul_flags); None: not kept
+
+    @property
+    def id(self) -> str:
+        """The allocation's name in traces: ``arg:<name>``, ``c<core>.<n>`` or ``shared<k>``."""
+        i = self._id
+        if i is None:       # a core-local allocation: named when a trace first asks
+            i = self._id = f"c{self.core_id}.{self.local}"
+        return i
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self._id = value
 
     def __del__(self):
         pool = getattr(self, "pool", None)
