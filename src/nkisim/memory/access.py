@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
+from ..state import current as _current
 from ..errors import (ArgumentError, CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                       UnsupportedError, kernel_location)
 from . import hooks as _hooks
@@ -193,7 +194,9 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     check at kernel end).
     Raises: ShapeError, DtypeError, CapacityError, ArgumentError.
     """
-    core = state.core(op)
+    core = _current.get()
+    if core is None:
+        core = state.core(op)       # raises: no kernel is being simulated
     launch = core.launch
     settings = launch.settings
     lay = None
@@ -307,10 +310,13 @@ def check_address(op, address, lay, target, name="") -> tuple:
 
 def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     pool = mem.pool if mem is not None else None
-    storage = pool.take(lay.n, lay.sdt) if pool is not None else None
-    if storage is not None and core.events is not None:
-        core.launch.count("storage_pool")
-    if storage is None:
+    if pool is not None:
+        storage = pool.take(lay.n, lay.sdt)
+        if storage is None:
+            storage = staggered(lay.n, lay.sdt)
+        elif core.events is not None:
+            core.launch.count("storage_pool")
+    else:
         storage = staggered(lay.n, lay.sdt)
     alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(3),
                        settings.precise_fp)
