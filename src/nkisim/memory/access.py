@@ -807,6 +807,8 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     (a deferred copy is never the source of another). The hooks of the source read (race,
     uninitialised) and of the destination write run as for a real copy.
     """
+    if dst._whole is not True:      # (_can_defer's test, first: a partial view never defers)
+        return False
     da, sa = dst.alloc, src.alloc
     if (not _can_defer(dst) or da is sa or sa.lazy is not None or src.shape != dst.shape
             or src.dtype is not dst.dtype or src.storage is not sa.storage
@@ -909,7 +911,10 @@ def _whole(t: NkiTensor) -> bool:
     view geometry and storage size)."""
     w = t._whole
     if w is None:
-        if t.storage is not t.alloc.storage:
+        geo = t._geo        # (a view with a Geometry views its allocation's storage, of one size)
+        if geo is not None and geo.whole is not None:
+            w = geo.whole
+        elif t.storage is not t.alloc.storage:
             w = False
         else:
             key = (t.shape, t.strides, t.offset, t.storage.size)
@@ -918,6 +923,8 @@ def _whole(t: NkiTensor) -> bool:
                 if len(_COVERS) >= 1 << 16:
                     _COVERS.clear()
                 w = _COVERS[key] = t.covers_all()
+            if geo is not None:
+                geo.whole = w
         t._whole = w
     return w
 

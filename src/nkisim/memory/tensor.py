@@ -975,8 +975,9 @@ class Geometry:
     strides and offset over a storage of one layout (the layout of an allocation of one shape,
     dtype and buffer on one target, as ``memory.access.allocate`` makes them), the dispatcher's
     signature id of such a view (``sig``, once interned: ``isa.dispatch._intern_sig``), its
-    NumPy byte strides (``layout``: ``NkiTensor._array``) and the records of its static index
-    views (``kids``: index key -> Geometry).
+    NumPy byte strides (``layout``: ``NkiTensor._array``), whether it covers the whole storage
+    (``whole``: ``memory.access._whole``) and the records of its static index views (``kids``:
+    index key -> Geometry).
 
     Decision (speed; no visible effect): a fresh tile in a loop is indexed with the keys the
     previous iteration's tile was; its views take shape, strides, offset, signature and byte
@@ -984,12 +985,13 @@ class Geometry:
     hold no values and no allocation; a view has one only when its allocation's layout gave
     its root one (``allocate``) and it was made by static indexing from there, so everything a
     record holds is a function of its place in that tree."""
-    __slots__ = ("shape", "strides", "offset", "sig", "layout", "kids")
+    __slots__ = ("shape", "strides", "offset", "sig", "layout", "whole", "kids")
 
     def __init__(self, shape, strides, offset):
         self.shape, self.strides, self.offset = shape, strides, offset
         self.sig = None         # the signature id (isa.dispatch._intern_sig), once a view had one
         self.layout = None      # (byte strides, any negative) of NkiTensor._array, once built
+        self.whole = None       # covers the layout's storage exactly (access._whole), once asked
         self.kids: dict = {}
 
 
