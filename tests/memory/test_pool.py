@@ -65,3 +65,24 @@ def test_a_full_pool_makes_room_for_the_sizes_in_use_now():
     huge = np.zeros(5 * 4096, np.float32)          # larger than the whole pool: not kept
     pool.give(huge)
     assert pool.take(5 * 4096, F32) is None
+
+
+def test_the_size_given_most_recently_is_evicted_last():
+    """Sizes leave a full pool in the order they were last given (A, B, A again: B goes first),
+    also when the same size is given several times in a row."""
+    pool = StoragePool(per_key=8, max_bytes=4 * 4096 * 4)
+    a = [np.zeros(4096, np.float32) for _ in range(2)]
+    b = [np.zeros(2048, np.float32) for _ in range(2)]
+    pool.give(a[0])
+    pool.give(b[0])
+    pool.give(b[1])
+    pool.give(a[1])                                # a's size is now the most recent
+    ids_a = {id(x) for x in a}
+    del a, b
+    c = np.zeros(2 * 4096, np.float32)             # needs 2 * 4096 * 4 bytes: evicts 4 * 4096 bytes
+    pool.give(c)
+    del c
+    assert pool.take(2048, F32) is None            # b's size went first (both arrays)
+    assert pool.take(2048, F32) is None
+    left = pool.take(4096, F32)
+    assert left is not None and id(left) in ids_a and pool.nbytes <= pool.max_bytes

@@ -305,3 +305,40 @@ def test_operands_carry_the_partitions_and_bytes_they_touch():
     assert (strided.byte_start, strided.byte_end) == (256 * 4, (256 + 30 + 1) * 4)
     hbm = store.writes[0]                          # rows 2..3, columns 8..15 of (8, 32)
     assert (hbm.byte_start, hbm.byte_end) == ((2 * 32 + 8) * 4, (3 * 32 + 15 + 1) * 4)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_allocation_ids_in_events(fast):
+    """Operand ``alloc`` ids: ``arg:<name>`` for arguments, ``shared<k>`` for the k-th shared_hbm
+    allocation (the same tensor on both cores), ``c<core>.<n>`` for the n-th core-local one, n
+    counting that core's SBUF/PSUM/private-HBM allocations in program order (shared ones skipped)."""
+    a = np.arange(256 * 32, dtype=np.float32).reshape(256, 32)
+    b = np.full_like(a, 3)
+    out, ev = _record(nki.jit(lnc2_add)[2], a, b, fast_paths=fast)
+    np.testing.assert_array_equal(out, a + b)
+    for core in (0, 1):
+        la, lb, add, st = ev[4 * core:4 * core + 4]
+        assert [o.alloc for o in la.reads + la.writes] == ["arg:a", f"c{core}.1"]
+        assert [o.alloc for o in lb.reads + lb.writes] == ["arg:b", f"c{core}.2"]
+        assert [o.alloc for o in add.reads + add.writes] == [f"c{core}.1", f"c{core}.2", f"c{core}.1"]
+        assert [o.alloc for o in st.reads + st.writes] == [f"c{core}.1", "shared0"]
+
+    @nki.jit
+    def mixed(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)      # shared0
+        scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.private_hbm)  # c0.1
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)              # c0.2
+        more = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)     # shared1
+        u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)              # c0.3
+        nisa.dma_copy(dst=scratch, src=x)
+        nisa.dma_copy(dst=t, src=scratch)
+        nisa.dma_copy(dst=more, src=t)
+        nisa.dma_copy(dst=u, src=more)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    x = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
+    out, ev = _record(mixed, x, fast_paths=fast)
+    np.testing.assert_array_equal(out, x)
+    assert [[o.alloc for o in e.reads + e.writes] for e in ev] == [
+        ["arg:x", "c0.1"], ["c0.1", "c0.2"], ["c0.2", "shared1"], ["shared1", "c0.3"], ["c0.3", "shared0"]]

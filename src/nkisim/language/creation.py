@@ -57,6 +57,12 @@ def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **kw) -> Nk
     """
     if kw:
         unknown_keyword("nl.ndarray", ndarray, kw)
+    if type(shape) is tuple:        # the common case, without a call: no nl.par_dim in the shape
+        for s in shape:
+            if type(s) is ParDim:
+                break
+        else:
+            return access.allocate(shape, dtype, buffer, name, op="nl.ndarray", address=address)
     split = _block_split(shape, buffer)
     if split is not None:
         return _block_tensor("nl.ndarray", split, dtype, buffer, name, address)

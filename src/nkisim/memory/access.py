@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import state
+from ..state import current as _current
 from ..errors import (ArgumentError, CapacityError, DtypeError, MemorySpaceError, NkiError, ShapeError,
                       UnsupportedError, kernel_location)
 from . import hooks as _hooks
@@ -193,7 +194,9 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     check at kernel end).
     Raises: ShapeError, DtypeError, CapacityError, ArgumentError.
     """
-    core = state.core(op)
+    core = _current.get()
+    if core is None:
+        core = state.core(op)       # raises: no kernel is being simulated
     launch = core.launch
     settings = launch.settings
     lay = None
@@ -307,10 +310,13 @@ def check_address(op, address, lay, target, name="") -> tuple:
 
 def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     pool = mem.pool if mem is not None else None
-    storage = pool.take(lay.n, lay.sdt) if pool is not None else None
-    if storage is not None and core.events is not None:
-        core.launch.count("storage_pool")
-    if storage is None:
+    if pool is not None:
+        storage = pool.take(lay.n, lay.sdt)
+        if storage is None:
+            storage = staggered(lay.n, lay.sdt)
+        elif core.events is not None:
+            core.launch.count("storage_pool")
+    else:
         storage = staggered(lay.n, lay.sdt)
     alloc = Allocation(storage, lay.buffer, lay.shape, lay.dtype, name, core_id, kernel_location(3),
                        settings.precise_fp)
@@ -325,7 +331,8 @@ def _new_alloc(lay, name, core_id, settings, fill, core, mem=None):
     alloc.serial = core.serial
     if core_id is not None:     # a shared_hbm allocation is named shared<k> by the caller
         core.local_count += 1
-        alloc.id = f"c{core_id}.{core.local_count}"
+        alloc.local = core.local_count
+        alloc._id = None            # c<core_id>.<local>, named when first read (Allocation.id)
     if settings.uninitialized_reads == "raise":
         alloc.init = np.zeros(lay.n, np.bool_)
     if core_id is None and core.launch.shared_watch is not None:
@@ -800,6 +807,8 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     (a deferred copy is never the source of another). The hooks of the source read (race,
     uninitialised) and of the destination write run as for a real copy.
     """
+    if dst._whole is not True:      # (_can_defer's test, first: a partial view never defers)
+        return False
     da, sa = dst.alloc, src.alloc
     if (not _can_defer(dst) or da is sa or sa.lazy is not None or src.shape != dst.shape
             or src.dtype is not dst.dtype or src.storage is not sa.storage
@@ -902,7 +911,10 @@ def _whole(t: NkiTensor) -> bool:
     view geometry and storage size)."""
     w = t._whole
     if w is None:
-        if t.storage is not t.alloc.storage:
+        geo = t._geo        # (a view with a Geometry views its allocation's storage, of one size)
+        if geo is not None and geo.whole is not None:
+            w = geo.whole
+        elif t.storage is not t.alloc.storage:
             w = False
         else:
             key = (t.shape, t.strides, t.offset, t.storage.size)
@@ -911,6 +923,8 @@ def _whole(t: NkiTensor) -> bool:
                 if len(_COVERS) >= 1 << 16:
                     _COVERS.clear()
                 w = _COVERS[key] = t.covers_all()
+            if geo is not None:
+                geo.whole = w
         t._whole = w
     return w
 

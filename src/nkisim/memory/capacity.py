@@ -187,20 +187,24 @@ class StoragePool:
     all; when full, storage of the sizes given least recently makes room. Thread-safe without a lock: LNC2 cores allocate from their own threads and the garbage
     collector may return storage from any thread, and list append/insert/pop and dict setdefault
     are atomic (the byte count is a soft cap)."""
-    __slots__ = ("free", "per_key", "max_bytes", "nbytes")
+    __slots__ = ("free", "per_key", "max_bytes", "nbytes", "last")
 
     def __init__(self, per_key: int = 8, max_bytes: int = arch.LAUNCH_ON_CHIP_BYTES_MAX):
         self.free: dict = {}
         self.per_key, self.max_bytes, self.nbytes = per_key, max_bytes, 0
+        self.last = (None, None)        # (key, list) given last: the last entry of ``free``
 
     def give(self, storage, cold: bool = False) -> None:
         """Keep ``storage`` for reuse; ``take`` hands out the most recently given first (likely
         still in cache), ``cold`` storage (not written lately) last."""
         key = (storage.size, storage.dtype)
-        lst = self.free.pop(key, None)
-        if lst is None:
-            lst = []
-        self.free[key] = lst            # most recently given key last (evicted last)
+        last_key, lst = self.last
+        if last_key != key:     # (only give reorders ``free``; _evict never drops the last key)
+            lst = self.free.pop(key, None)
+            if lst is None:
+                lst = []
+            self.free[key] = lst        # most recently given key last (evicted last)
+            self.last = (key, lst)
         if storage.nbytes > self.max_bytes:
             return
         if self.nbytes + storage.nbytes > self.max_bytes:

@@ -33,7 +33,7 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "id", "address", "ops", "parts", "f32",
+                 "pending", "pool", "lazy", "dependents", "_id", "local", "address", "ops", "parts", "f32",
                  "lazy_src", "mm_view", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
@@ -56,7 +56,9 @@ class Allocation:
         self.pool = None        # a per-core free list the storage returns to when this dies
         self.lazy = None        # deferred copy: a NumPy view (this shape) of the source it copies
         self.dependents = None  # weakrefs to allocations whose deferred copy reads this storage
-        self.id = ""            # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace)
+        self._id = ""           # stable within a launch: arg:<name>, c<core>.<n>, shared<k> (trace);
+        #                         None: c<core_id>.<local>, made when first read (``id``)
+        self.local = 0          # the core's count of its own allocations when this was made
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
         self.ops = None         # recording: event operands of this allocation's views, by view (trace)
         self.parts = None       # fast path: () or the views written while ``pending`` (``wrote_part``)
@@ -65,6 +67,18 @@ class Allocation:
         self.lazy_src = None    # (lazy, weakref to the source allocation, offset, strides) of a copy
         self.mm_view = None     # fast path (PSUM): the view last marked in an ``mm_flags`` array, and
         #                         its value (access.set_matmul_flags); None: not kept
+
+    @property
+    def id(self) -> str:
+        """The allocation's name in traces: ``arg:<name>``, ``c<core>.<n>`` or ``shared<k>``."""
+        i = self._id
+        if i is None:       # a core-local allocation: named when a trace first asks
+            i = self._id = f"c{self.core_id}.{self.local}"
+        return i
+
+    @id.setter
+    def id(self, value: str) -> None:
+        self._id = value
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -963,8 +977,9 @@ class Geometry:
     strides and offset over a storage of one layout (the layout of an allocation of one shape,
     dtype and buffer on one target, as ``memory.access.allocate`` makes them), the dispatcher's
     signature id of such a view (``sig``, once interned: ``isa.dispatch._intern_sig``), its
-    NumPy byte strides (``layout``: ``NkiTensor._array``) and the records of its static index
-    views (``kids``: index key -> Geometry).
+    NumPy byte strides (``layout``: ``NkiTensor._array``), whether it covers the whole storage
+    (``whole``: ``memory.access._whole``) and the records of its static index views (``kids``:
+    index key -> Geometry).
 
     Decision (speed; no visible effect): a fresh tile in a loop is indexed with the keys the
     previous iteration's tile was; its views take shape, strides, offset, signature and byte
@@ -972,12 +987,13 @@ class Geometry:
     hold no values and no allocation; a view has one only when its allocation's layout gave
     its root one (``allocate``) and it was made by static indexing from there, so everything a
     record holds is a function of its place in that tree."""
-    __slots__ = ("shape", "strides", "offset", "sig", "layout", "kids")
+    __slots__ = ("shape", "strides", "offset", "sig", "layout", "whole", "kids")
 
     def __init__(self, shape, strides, offset):
         self.shape, self.strides, self.offset = shape, strides, offset
         self.sig = None         # the signature id (isa.dispatch._intern_sig), once a view had one
         self.layout = None      # (byte strides, any negative) of NkiTensor._array, once built
+        self.whole = None       # covers the layout's storage exactly (access._whole), once asked
         self.kids: dict = {}
 
 
