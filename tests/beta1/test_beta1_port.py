@@ -348,13 +348,14 @@ def b1_sum(a, b):
 
 def b2_sum(a, b):
     out = nl2.ndarray((3, 64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
-    ps = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
-    q = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    # ps, q: the zeros fold into their first matmul (an overwrite); r's partial sum keeps its memset
+    ps = nl2.ndarray((64, 96), nl2.float32, buffer=nl2.psum)
+    q = nl2.ndarray((64, 96), nl2.float32, buffer=nl2.psum)
     r = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
     for k in nl2.affine_range(4):
         at, bt = nl2.load(a[k]), nl2.load(b[k])
-        nisa2.nc_matmul(ps, at, bt, accumulate=True)
-        nisa2.nc_matmul(q, at, bt, accumulate=True)
+        nisa2.nc_matmul(ps, at, bt, accumulate=k != 0)
+        nisa2.nc_matmul(q, at, bt, accumulate=k != 0)
         nisa2.nc_matmul(r[:, 32:80], at, bt[:, 0:48], accumulate=True)
     for j, t in enumerate((ps, q, r)):
         nl2.store(out[j], nl2.copy(t))
@@ -378,11 +379,12 @@ def test_accumulating_a_beta1_matmul_into_psum_is_one_matmul_as_the_port_does():
     np.testing.assert_array_equal(got1, got2)
     _same(ev1, ev2)
     mm = [e for e in ev1 if e.op == "nc_matmul"]
-    assert len(mm) == 12 and all(e.options["accumulate"] is True for e in mm)
+    assert [e.options["accumulate"] for e in mm] == [False, False, True] + [True] * 9
     assert not any(e.op == "tensor_tensor" for e in ev1)        # no separate add on the Vector engine
-    # each accumulates into its target: ps, q, r (q[...] and r[:, 32:80] are views of q and r)
+    # each accumulates into its target: ps, q, r (q[...] and r[:, 32:80] are views of q and r);
+    # only r (whose first += covers part of it) is zeroed by a memset
     zeros = [e.writes[0] for e in ev1 if e.op == "memset"]
-    assert [e.writes[0].alloc for e in mm[:3]] == [z.alloc for z in zeros]
+    assert [z.alloc for z in zeros] == [mm[2].writes[0].alloc] != [mm[0].writes[0].alloc]
     np.testing.assert_allclose(got1, _sum_ref(SA, SB), rtol=1e-4, atol=1e-4)
     est1 = nkisim.profile(b1_sum, compute=False)(SA, SB).total_us
     est2 = nkisim.profile(nki2.jit(b2_sum), compute=False)(SA, SB).total_us
@@ -415,3 +417,150 @@ def test_an_accumulated_matmul_the_target_cannot_take_is_still_added_and_fresh_p
     mm = [e for e in ev if e.op == "nc_matmul"]
     assert [e.options["accumulate"] for e in mm] == [True, False, False] * 2
     assert sum(e.op == "tensor_tensor" for e in ev) == 4             # the bf16 and the SBUF sums, twice
+
+
+# ---- the Beta-1 tutorials' ``t = nl.zeros(psum)`` then ``t += matmul``: no memset ---------------
+@nki1.jit
+def b1_tutorial(a, b):              # the v2.26.0 matmul tutorial's pattern (zeros in the tile loop)
+    out = nl1.ndarray((2, 64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    for m in nl1.affine_range(2):
+        res = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)
+        for k in nl1.affine_range(4):
+            at, bt = nl1.load(a[k]), nl1.load(b[k])
+            res[...] += nisa1.nc_matmul(at, bt)
+        nl1.store(out[m], nl1.copy(res))
+    return out
+
+
+def b2_tutorial(a, b):              # its Beta-2 port (aws-neuron-sdk HEAD's tutorial form)
+    out = nl2.ndarray((2, 64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    for m in nl2.affine_range(2):
+        res = nl2.ndarray((64, 96), nl2.float32, buffer=nl2.psum)
+        for k in nl2.affine_range(4):
+            at, bt = nl2.load(a[k]), nl2.load(b[k])
+            nisa2.nc_matmul(dst=res, stationary=at, moving=bt, accumulate=k > 0)
+        nl2.store(out[m], nl2.copy(res))
+    return out
+
+
+def _products_sum(a, b):
+    """NumPy's sum, in order, of the per-k fp32 products (the first taken as it is)."""
+    acc = None
+    for k in range(a.shape[0]):
+        p = np.add.reduce(a[k][:, :, None] * b[k][:, None, :], axis=0, dtype=np.float32)
+        acc = p if acc is None else acc + p
+    return acc
+
+
+def test_a_zeroed_psum_tile_folds_into_its_first_accumulating_matmul_as_the_port_overwrites():
+    got1, ev1 = _events(lambda: b1_tutorial(SA, SB))
+    got2, ev2 = _events(lambda: nki2.simulate(b2_tutorial)(SA, SB))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    assert not any(e.op == "memset" for e in ev1)
+    assert [e.options["accumulate"] for e in ev1 if e.op == "nc_matmul"] == ([False] + [True] * 3) * 2
+    np.testing.assert_allclose(got1, np.stack([_products_sum(SA, SB)] * 2), rtol=1e-5, atol=1e-5)
+    est1 = nkisim.profile(b1_tutorial, target="trn1", compute=False)(SA, SB).total_us
+    est2 = nkisim.profile(nki2.jit(b2_tutorial), target="trn1", compute=False)(SA, SB).total_us
+    assert est1 == est2 > 0
+
+
+def test_a_folded_zero_fill_gives_the_first_products_bits():
+    a = np.full((2, 1, 64), -0.0, np.float32)             # every product is -0.0 * 1.0
+    a[1] = 0.5
+    b = np.ones((2, 1, 96), np.float32)
+    b[0, 0, :48] = -1.0
+    got = nki1.simulate_kernel(b1_sum_one, a, b)
+    want = _products_sum(a, b)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@nki1.jit
+def b1_sum_one(a, b):
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    ps = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)
+    for k in nl1.affine_range(a.shape[0]):
+        ps += nisa1.nc_matmul(nl1.load(a[k]), nl1.load(b[k]))
+    nl1.store(out, nl1.copy(ps))
+    return out
+
+
+@nki1.jit
+def b1_zeros_kept(a, b):
+    """Each zeroed tile's next use is not ``t += <matmul>`` over all of it: its memset stays."""
+    out = nl1.ndarray((5, 64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    r = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)      # read first
+    nl1.store(out[0], nl1.copy(r))
+    w = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)      # a non-matmul += first
+    at, bt = nl1.load(a[0]), nl1.load(b[0])
+    w += nl1.copy(r)
+    p = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)      # a partial-region matmul first
+    p[:, 0:48] += nisa1.nc_matmul(at, bt[:, 0:48])
+    h = nl1.zeros((64, 96), nl1.bfloat16, buffer=nl1.psum)     # another dtype
+    h += nisa1.nc_matmul(at, bt)
+    c = nl1.zeros((64, 96), nl1.float32, buffer=nl1.psum)      # a write (a copy) first
+    c[...] = nl1.copy(w)
+    c += nisa1.nc_matmul(at, bt)
+    for j, t in enumerate((w, p, h, c)):
+        nl1.store(out[j + 1], nl1.copy(t, dtype=nl1.float32))
+    return out
+
+
+def b2_zeros_kept(a, b):
+    out = nl2.ndarray((5, 64, 96), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    r = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    nl2.store(out[0], nl2.copy(r))
+    w = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    at, bt = nl2.load(a[0]), nl2.load(b[0])
+    w += nl2.copy(r)
+    p = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    nisa2.nc_matmul(p[:, 0:48], at, bt[:, 0:48], accumulate=True)
+    h = nl2.zeros((64, 96), nl2.bfloat16, buffer=nl2.psum)
+    hm = nl2.ndarray((64, 96), nl2.float32, buffer=nl2.psum)
+    nisa2.nc_matmul(hm, at, bt)
+    h += hm
+    c = nl2.zeros((64, 96), nl2.float32, buffer=nl2.psum)
+    c[...] = nl2.copy(w)
+    nisa2.nc_matmul(c, at, bt, accumulate=True)
+    for j, t in enumerate((w, p, h, c)):
+        nl2.store(out[j + 1], nl2.copy(t, dtype=nl2.float32))
+    return out
+
+
+def test_a_zeroed_psum_tile_first_used_otherwise_keeps_its_memset_where_it_was():
+    got1, ev1 = _events(lambda: b1_zeros_kept(SA, SB))
+    got2, ev2 = _events(lambda: nki2.simulate(b2_zeros_kept)(SA, SB))
+    np.testing.assert_array_equal(got1, got2)
+    _same(ev1, ev2)
+    assert sum(e.op == "memset" for e in ev1) == 5
+    p = SA[0].T.astype(np.float64) @ SB[0]
+    half = np.zeros_like(p)
+    half[:, :48] = p[:, :48]
+    np.testing.assert_allclose(got1, np.stack([0 * p, 0 * p, half, p, p]), rtol=2e-2, atol=5e-2)
+
+
+@nki1.jit
+def b1_zeros_owed(a, eye):
+    """``t += <a matmul t cannot take>`` (a transpose: a new tile, then the add): the memset is
+    issued late, at the add; a ``+=`` never reached (a loop of no iterations): none, still zeros."""
+    out = nl1.ndarray((2, 64, 32), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    t = nl1.zeros((64, 32), nl1.float32, buffer=nl1.psum)
+    at = nl1.load(a)
+    t += nisa1.nc_matmul(at, nl1.load(eye), is_transpose=True)
+    u = nl1.zeros((64, 32), nl1.float32, buffer=nl1.psum)
+    for k in nl1.affine_range(0):
+        u += nisa1.nc_matmul(at, at)
+    nl1.store(out[0], nl1.copy(t))
+    nl1.store(out[1], nl1.copy(u))
+    return out
+
+
+def test_a_folded_zero_fill_the_matmul_does_not_take_is_issued_at_the_add():
+    a = RNG.standard_normal((32, 64)).astype(np.float32)
+    with nkisim.trace.record() as ev:
+        got = b1_zeros_owed(a, np.eye(32, dtype=np.float32))
+    assert [e.op for e in ev if e.op in ("memset", "nc_matmul", "tensor_tensor")] == [
+        "nc_matmul", "memset", "tensor_tensor"]
+    np.testing.assert_array_equal(got[0], a.T)
+    np.testing.assert_array_equal(got[1], np.zeros((64, 32), np.float32))

@@ -18,6 +18,13 @@ port's ``nc_matmul(dst=psum, ..., accumulate=True)``), and returns ``Summed(t)``
 ``+=`` that follows takes as already done (``operators``: no second add). Nothing is offered for
 ``+=`` when any operand of the call shares the target's memory; an offer the call does not take
 (dtype, shape or buffer differ) leaves the old path: a new result tile, then the in-place add.
+
+``folds_zeros(frame)`` (Beta-1 ``nl.zeros``) tells whether the call at ``frame`` is the whole
+right-hand side of ``name = nl.zeros(...)`` whose next use of ``name`` in the enclosing function
+(source order) is the target of ``name += <...matmul(...)>`` or ``name[...] += <...matmul(...)>``,
+reached from the zeros statement through later statements of the same block or the bodies of
+``for`` / ``with`` statements among them; never when a nested function or lambda uses ``name``
+or the name is declared global / nonlocal.
 """
 from __future__ import annotations
 
@@ -37,6 +44,9 @@ _MISS = object()
 _SITES: dict = {}          # (code object, instruction offset) -> (compiled target expression, summed) or None
 _TREES: dict = {}          # (file name, its text) -> {(lineno, end_lineno, col, end_col) of a call: (target, summed)}
 # calls a key may hold: index builders with no side effect (anything else: no target is offered)
+_FOLDS: dict = {}          # (code object, instruction offset) -> folds_zeros answer
+_ZERO_TREES: dict = {}     # (file name, its text) -> {position of an nl.zeros call: folds}
+_MATMULS = {"nc_matmul", "matmul"}
 _PURE_CALLS = {"arange", "ds", "mgrid", "par_dim", "len", "min", "max", "int", "slice", "range"}
 
 
@@ -223,4 +233,98 @@ def _pure(node) -> bool:
     return True
 
 
-__all__ = ["Offer", "Summed", "assignable", "call_at", "take", "take_sum", "target"]
+def folds_zeros(frame) -> bool:
+    """Whether the ``nl.zeros`` call at ``frame``'s current instruction is ``name = nl.zeros(...)``
+    whose next use of ``name`` is ``name += <matmul>`` / ``name[...] += <matmul>`` (the module
+    docstring gives the exact rule); False when the source cannot be read. Cached per call site."""
+    key = (frame.f_code, frame.f_lasti)
+    r = _FOLDS.get(key)
+    if r is None:
+        r = _FOLDS[key] = _fold_site(frame.f_code, frame.f_lasti, frame.f_globals)
+    return r
+
+
+def _fold_site(code, lasti, module_globals) -> bool:
+    try:
+        pos = list(code.co_positions())[lasti // 2]
+    except (IndexError, ValueError):
+        return False
+    linecache.checkcache(code.co_filename)
+    src = "".join(linecache.getlines(code.co_filename, module_globals))
+    tree = _ZERO_TREES.get((code.co_filename, src))
+    if tree is None:
+        tree = _ZERO_TREES[(code.co_filename, src)] = _zero_folds(src)
+    return tree.get(pos, False)
+
+
+def _zero_folds(src: str) -> dict:
+    """{position of the call of every ``name = <...>zeros(...)`` statement inside a function: True
+    when its zero fill folds into the next ``+=`` matmul (``folds_zeros``)}."""
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return {}
+    out = {}
+
+    def visit(stmts, func):
+        for i, s in enumerate(stmts):
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(s.body, s)
+                continue
+            if (func is not None and isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)
+                    and _call_name(s.value) == "zeros"):
+                v = s.value
+                out[(v.lineno, v.end_lineno, v.col_offset, v.end_col_offset)] = _folds(func, stmts, i, s.targets[0].id)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], (ast.stmt, ast.excepthandler)):
+                    visit(inner, func)
+    visit(tree.body, None)
+    return out
+
+
+def _call_name(call):
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _folds(func, stmts, i, name) -> bool:
+    uses = []
+    for n in ast.walk(func):
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+            return False
+        if n is not func and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            if any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n)):
+                return False
+        if isinstance(n, ast.Name) and n.id == name:
+            uses.append(n)
+    end = (stmts[i].end_lineno, stmts[i].end_col_offset)
+    later = [n for n in uses if (n.lineno, n.col_offset) >= end]
+    if not later:
+        return False
+    use = min(later, key=lambda n: (n.lineno, n.col_offset))
+    return _reaches(stmts[i + 1:], use, name)
+
+
+def _reaches(stmts, use, name) -> bool:
+    """The statement of ``stmts`` holding ``use`` is ``name (+ [key]) += <matmul call>``, or a
+    ``for`` / ``with`` whose body (not its header) leads to one."""
+    for s in stmts:
+        if not any(n is use for n in ast.walk(s)):
+            continue
+        if isinstance(s, ast.AugAssign):
+            t = s.target
+            if isinstance(t, ast.Subscript):        # ``name[...]`` only: the whole tile
+                if not (isinstance(t.slice, ast.Constant) and t.slice.value is Ellipsis):
+                    return False
+                t = t.value
+            return (t is use and isinstance(s.op, ast.Add) and isinstance(s.value, ast.Call)
+                    and _call_name(s.value) in _MATMULS)
+        if isinstance(s, (ast.For, ast.With)) and any(any(n is use for n in ast.walk(b)) for b in s.body):
+            return _reaches(s.body, use, name)
+        return False
+    return False
+
+
+__all__ = ["Offer", "Summed", "assignable", "call_at", "folds_zeros", "take", "take_sum", "target"]

@@ -285,8 +285,26 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
 
 
 def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=None, **kwargs):
-    """``nl.zeros(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``)."""
+    """``nl.zeros(shape, dtype, *, buffer=None, name='')`` (``lazy_initialization=``: see ``full``).
+
+    Decision: ``t = nl.zeros(..., nl.float32, buffer=nl.psum)`` whose next use is ``t +=
+    <matmul>`` or ``t[...] += <matmul>`` (the whole tile; ``assign_target.folds_zeros``: the Beta-1 tutorials'
+    accumulation pattern) issues no memset: the first such matmul covering the tile overwrites it
+    (its event: accumulate=False), later ones accumulate, as the docs describe the pattern: "the
+    first nki.isa.nc_matmul instruction overwrites the destination PSUM bank with the instruction
+    output. The second instruction accumulates ..." (aws-neuron-sdk v2.26.0 nki/arch/
+    trainium_inferentia2_arch.rst, "Near-memory accumulation in PSUM"). The tile holds +0.0 from
+    the start, so any other first use sees zeros; when that ``+=`` turns out not to be a matmul
+    the tile takes (a transpose, a result of another shape: the plain path) the memset is issued
+    late, at its in-place add (``inplace``), after that matmul; when it is never reached (a loop
+    of no iterations, an early exit) no memset is issued. Elsewhere (any other next use, a partial
+    ``t[key] +=``, other dtypes or buffers) the memset is issued here, as before.
+    """
     buffer = sbuf if buffer is None else buffer
+    if buffer is psum and not kwargs and _targets.folds_zeros(sys._getframe(1)):
+        t = _creation.zeros_folded(shape, dtype, buffer, name)
+        if t is not None:
+            return t
     return _alloc(lambda: _creation.zeros(shape, dtype, buffer=buffer, name=name, **kwargs), shape, dtype, buffer)
 
 
@@ -329,6 +347,7 @@ def inplace(name, x, y):
     hardware accumulation group overwrites, and Beta 2's nc_matmul(accumulate=None) does), so
     accumulating into a fresh ``nl.ndarray(..., buffer=nl.psum)`` works as the Beta-1 tutorials
     expect; ``nl.zeros`` then ``+=`` gives the same values."""
+    _creation.owe_zeros(x)        # ``t += <not a matmul into t>`` after a folded nl.zeros: its memset
     if (name == "add" and isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.buffer is psum
             and y.buffer is psum and y.storage is y.alloc.storage and _access.matmul_flags(y) is True
             and x.storage is x.alloc.storage):

@@ -508,8 +508,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
         # ``psum += nisa.nc_matmul(...)`` (not a transpose, which overwrites): accumulated in place
         dst = None if is_transpose else _targets.take_sum(shape, dt, psum, "nisa.nc_matmul")
         if dst is not None:
-            _tile.start_sum(dst)
-            accumulate = True
+            accumulate = not _creation.fold_zeros(dst)      # the first matmul after a folded nl.zeros overwrites
+            if accumulate:
+                _tile.start_sum(dst)
         else:                               # ``psum[...] = nisa.nc_matmul(...)``: written in place
             dst = _targets.take(shape, dt, psum, "nisa.nc_matmul")
             accumulate = None if dst is None else False

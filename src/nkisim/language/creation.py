@@ -11,6 +11,7 @@ Source: aws-neuron-sdk nki/api/nki/language/__init__.py (creation functions).
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -165,6 +166,52 @@ def zeros(shape, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:
     if kw:
         unknown_keyword("nl.zeros", zeros, kw)
     return _full("nl.zeros", shape, 0, dtype, buffer, name)
+
+
+def zeros_folded(shape, dtype, buffer, name: str = "") -> NkiTensor | None:
+    """Beta 1's ``t = nl.zeros(..., buffer=nl.psum)`` whose first use is ``t += <matmul>``: the
+    tile ``zeros`` makes (same allocation and checks), its elements set to +0.0 with no
+    instruction; its fill is owed (``fold_zeros`` takes it into the first matmul, ``owe_zeros``
+    issues it). None (the caller uses ``zeros``) unless it is one plain fp32 PSUM tile."""
+    if np.dtype(dtype) != np.float32 or _block_split(shape, buffer) is not None:
+        return None
+    t = access.allocate(shape, dtype, buffer, name, op="nl.zeros", fill=False)
+    if type(t) is not NkiTensor or t.storage is not t.alloc.storage:
+        return None
+    access.write(t, np.zeros(t.shape, np.float32))
+    _owed(state.core("nl.zeros"))[t.alloc] = (t.shape, t.strides)   # (no reference to the tile)
+    return t
+
+
+def _owed(core):
+    table = core.extras.get("beta1_owed_zeros")
+    if table is None:
+        table = core.extras["beta1_owed_zeros"] = weakref.WeakKeyDictionary()
+    return table
+
+
+def fold_zeros(dst: NkiTensor) -> bool:
+    """True when ``dst`` (the PSUM destination of a ``+=`` matmul) covers a ``zeros_folded`` tile
+    whose fill is still owed: the fill is dropped, the matmul overwrites. A view of such a tile
+    that does not cover it issues the fill first (``owe_zeros``) and gives False."""
+    core = state.maybe_core()
+    table = None if core is None else core.extras.get("beta1_owed_zeros")
+    if not table or dst.alloc not in table:
+        return False
+    if dst.storage is dst.alloc.storage and dst.covers_all():
+        del table[dst.alloc]
+        return True
+    owe_zeros(dst)
+    return False
+
+
+def owe_zeros(t) -> None:
+    """Issue the fill instruction ``nl.zeros`` owes ``t``'s tile (``zeros_folded``), if any."""
+    core = state.maybe_core()
+    table = None if core is None else core.extras.get("beta1_owed_zeros")
+    if table and isinstance(t, NkiTensor) and t.alloc in table:
+        shape, strides = table.pop(t.alloc)
+        _FILL["nl.zeros"][0](NkiTensor(t.alloc, shape, strides, 0), 0)
 
 
 def ones(shape, dtype, buffer=sbuf, name: str = "", **kw) -> NkiTensor:

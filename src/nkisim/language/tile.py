@@ -48,7 +48,7 @@ from ..memory.indirect import IndirectTensor
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
 from ..memory.tensor import NkiTensor
-from . import assign_target as _targets
+from . import assign_target as _targets, creation as _creation
 
 F32 = np.float32
 _f32 = _dt.float32
@@ -469,8 +469,12 @@ def matmul(x, y, transpose_x=False):
         _tensor_copy(dst=stationary, src=xt)
     shape = (stationary.free_size, y.free_size)
     if (dst := _targets.take_sum(shape, _f32, psum, op)) is not None:
-        start_sum(dst)  # Beta 1's ``psum += nl.matmul(...)``: one accumulating matmul
-        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=True)
+        # Beta 1's ``psum += nl.matmul(...)``: one accumulating matmul (the first after a folded
+        # ``nl.zeros`` overwrites: creation.fold_zeros)
+        accumulate = not _creation.fold_zeros(dst)
+        if accumulate:
+            start_sum(dst)
+        _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=accumulate)
     elif (dst := _targets.take(shape, _f32, psum, op)) is not None:
         _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=False)   # ``psum[...] = ...``
     else:
