@@ -24,10 +24,9 @@ tutorials (nki/guides/tutorials/matrix_multiplication.rst, fused_mamba.rst) benc
   mamba_v1, whose loop order (state outer, channel tiles inner) is the one fused_mamba.rst
   describes and measured; and (unless ``--no-large``) that release's four Beta-1 matmul steps at
   ``[4096, 8192] @ [8192, 8192]``, the kernels those published latencies were measured for.
-  Decision: their step order is printed, not checked (exit status): the Beta-1 fully optimised
-  kernel zeroes each PSUM tile with ``nl.zeros`` inside its innermost tile loop, a memset that
-  the in-order engine queues put between one tile's matmuls and the next, while the published
-  6.97 ms says the device ran without that stall.
+  Decision: their step order is printed, not checked (exit status). (The fully optimised kernel
+  zeroes each PSUM tile with ``nl.zeros`` inside its innermost tile loop; as the docs' PSUM
+  accumulation pattern says, that fill is the first matmul's overwrite, no memset: beta1.zeros.)
 
 It prints each estimate, the published latency where a tutorial gives one and estimate /
 published, and whether each step improves as the tutorial says: by more than ``MIN_GAIN``
