@@ -517,12 +517,7 @@ class NkiTensor:
                     t = NkiTensor(self.alloc, kid.shape, kid.strides, kid.offset, self.dtype, self.storage)
                     t._geo = kid
                     t._sig = kid.sig
-                views = self._views
-                if views is None:
-                    views = self._views = {}
-                elif len(views) >= _VIEW_MEMO_LIMIT:
-                    views.clear()
-                views[memo] = t
+                self._remember(memo, t)
                 return t
             # the same static key on a view of the same geometry (a fresh tile of a loop) gives
             # the same geometry: built and checked once per process (errors are never stored)
@@ -539,13 +534,18 @@ class NkiTensor:
         else:
             t = self._index_view(key, op)
         if memo is not None:
-            views = self._views
-            if views is None:
-                views = self._views = {}
-            elif len(views) >= _VIEW_MEMO_LIMIT:
-                views.clear()
-            views[memo] = t
+            self._remember(memo, t)
         return t
+
+    def _remember(self, memo, t: "NkiTensor") -> None:
+        """Keep view ``t`` under its static key ``memo`` (at most ``_VIEW_MEMO_LIMIT`` per tensor:
+        the memo is emptied when full)."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        elif len(views) >= _VIEW_MEMO_LIMIT:
+            views.clear()
+        views[memo] = t
 
     def _index_view(self, key: tuple, op: str) -> "NkiTensor":
         """``__getitem__``'s view of ``key`` (a tuple), built and checked."""
