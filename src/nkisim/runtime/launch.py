@@ -567,7 +567,9 @@ def run(func: Callable, args: tuple, kwargs: dict, *, lnc: int = 1, program_ndim
 
     Arrays become HBM tensors (in place where possible, see ``access.wrap_array``); a kernel that
     raises leaves the caller's arrays exactly as they were; after success, its writes to its
-    arguments are in the caller's arrays.
+    arguments are in the caller's arrays, except in a timing-only recording
+    (``trace.record(timing_only=True)``, ``nkisim.profile(compute=False)``), which leaves them
+    exactly as they were too (its values are not the kernel's).
     With ``settings.findings`` "all" or "warn", broken rules inside instructions are recorded, not
     raised; at the end they are printed grouped by rule and appended to ``findings`` (if given);
     then "all" raises one FindingsError holding them all (the caller's arrays restored: a kernel
@@ -656,6 +658,7 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, s
     if seat is not None:
         launch.seat, seat.launch = seat, launch
     launch.recording = trace.active()
+    timing_only = launch.recording is not None and launch.recording.timing_only
     launch.param_names = _names_of(user_func)
     if launch.recording is not None:
         launch.fast_counts = Counter()
@@ -715,9 +718,17 @@ def _launch(func, args, kwargs, lnc, program_ndim, settings, target, findings, s
         _report(user_func, launch.findings)
         _keep(findings, launch.findings)
 
+    if timing_only:
+        # Decision: a timing-only launch (``nkisim.profile(compute=False)``) computes no values its
+        # caller can use (matmuls write zeros, replayed loop iterations write nothing), so it
+        # leaves every argument as it was, as a failed launch does; only its events count
+        for _, t, _ in reversed(bound):
+            access.restore(t)
     by_alloc: dict = {}
     for arr, t, conv in bound:
         by_alloc.setdefault(id(t.alloc), []).append((arr, t, conv))
+        if timing_only:
+            continue
         access.copy_back(t, arr)
         if t.alloc.written and conv is not None and hasattr(conv[0], "after_write"):
             conv[0].after_write(arr, conv[1])

@@ -170,7 +170,8 @@ def profile(kernel, target: str | None = None, compute: bool = True, lnc: int | 
     uninitialised reads are checked) — the GEMMs are most of a big kernel's simulation time.
     Decision: every other engine computes, so control flow that reads values still works unless
     it reads a matmul's result (then it sees zeros); ``profile.outputs`` is None (the values are
-    not the kernel's).
+    not the kernel's) and the caller's arrays are left exactly as they were (nothing the
+    kernel wrote to its arguments reaches them).
     Decision (timing only, ``loop_replay`` / ``NKISIM_LOOP_REPLAY``, default on): a loop whose body
     provably issues the same instructions every iteration, each operand moved by a constant
     stride, runs iterations 0, 1, 2 and the last; the other iterations' events are synthesised
