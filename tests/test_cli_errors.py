@@ -73,7 +73,7 @@ def test_a_bad_findings_mode_is_refused(script, tmp_path, capsys):
     ("NKISIM_FINDINGS", "bogus", "NKISIM_FINDINGS: expected first, all or warn, got 'bogus'"),
     ("NEURON_PLATFORM_TARGET_OVERRIDE", "trn9", "NEURON_PLATFORM_TARGET_OVERRIDE: unknown target 'trn9'; "
                                                 "expected one of gen2, gen3, gen4, inf2, trn1, trn2, trn3"),
-    ("NKISIM_STRICT_UNINIT", "maybe", "NKISIM_STRICT_UNINIT: expected 1/0, true/false, yes/no or on/off, "
+    ("NKISIM_STRICT_UNINIT", "maybe", "NKISIM_STRICT_UNINIT: expected 1/0, true/false, yes/no or on/off (any case), "
                                       "got 'maybe'"),
 ])
 def test_a_bad_setting_in_the_environment_is_refused_up_front(var, value, message, script, tmp_path, capsys,
