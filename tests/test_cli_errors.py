@@ -73,7 +73,7 @@ def test_a_bad_findings_mode_is_refused(script, tmp_path, capsys):
     ("NKISIM_FINDINGS", "bogus", "NKISIM_FINDINGS: expected first, all or warn, got 'bogus'"),
     ("NEURON_PLATFORM_TARGET_OVERRIDE", "trn9", "NEURON_PLATFORM_TARGET_OVERRIDE: unknown target 'trn9'; "
                                                 "expected one of gen2, gen3, gen4, inf2, trn1, trn2, trn3"),
-    ("NKISIM_STRICT_UNINIT", "maybe", "NKISIM_STRICT_UNINIT: expected 1/0, true/false, yes/no or on/off, "
+    ("NKISIM_STRICT_UNINIT", "maybe", "NKISIM_STRICT_UNINIT: expected 1/0, true/false, yes/no or on/off (any case), "
                                       "got 'maybe'"),
 ])
 def test_a_bad_setting_in_the_environment_is_refused_up_front(var, value, message, script, tmp_path, capsys,
@@ -125,6 +125,12 @@ def test_bad_output_paths_are_refused_up_front(script, tmp_path, capsys):
     nowhere = tmp_path / "no" / "f.json"
     assert _usage_error(capsys, ["run", "--json", str(nowhere), str(script), str(marker)]) == \
         f"nkisim run: error: --json '{nowhere}': directory '{nowhere.parent}' does not exist"
+    under_a_file = script / "x.json"                              # its "directory" is a file
+    assert _usage_error(capsys, ["run", "--json", str(under_a_file), str(script), str(marker)]) == \
+        f"nkisim run: error: --json '{under_a_file}': '{script}' is a file, not a directory"
+    deeper = script / "sub" / "x.json"
+    assert _usage_error(capsys, ["run", "--json", str(deeper), str(script), str(marker)]) == \
+        f"nkisim run: error: --json '{deeper}': '{script}' is a file, not a directory"
     blocked = script / "traces"                                   # under a file
     assert _usage_error(capsys, ["profile", "--trace-dir", str(blocked), str(script), str(marker)]) == \
         f"nkisim profile: error: --trace-dir '{blocked}': '{script}' is a file, not a directory"
@@ -177,3 +183,25 @@ def test_demo_refuses_an_unknown_example_before_running_any(capsys):
     line = _usage_error(capsys, ["demo", "--small", "--only", "tensor_add,nope"])
     assert line.startswith("nkisim demo: error: --only: unknown example(s) nope; expected some of tensor_add, ")
     assert all(n in line for n in examples.NAMES)
+
+
+@pytest.mark.parametrize("command", ["run", "profile"])
+def test_no_script_names_only_the_script_as_required(command, capsys):
+    """The script's own arguments are optional: only ``script`` is reported missing."""
+    assert _usage_error(capsys, [command]) == \
+        f"nkisim {command}: error: the following arguments are required: script"
+
+
+@pytest.mark.parametrize("argv", [["run", "--bogus"], ["profile", "--bogus"], ["demo", "--bogus"],
+                                  ["ops", "--bogus"]])
+def test_an_unknown_option_is_reported_with_the_subcommand_usage(argv, script, tmp_path, capsys):
+    marker = tmp_path / "ran.txt"
+    tail = [str(script), str(marker)] if argv[0] in ("run", "profile") else []
+    assert _usage_error(capsys, argv + tail) == f"nkisim {argv[0]}: error: unrecognized arguments: --bogus"
+    assert not marker.exists()
+
+
+def test_options_after_the_script_still_go_to_the_script(script, tmp_path, capsys):
+    marker = tmp_path / "ran.txt"
+    assert main(["run", str(script), str(marker), "--bogus"]) == 0
+    assert marker.read_text() == "ran"

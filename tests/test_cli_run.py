@@ -128,7 +128,7 @@ def test_json_findings_warn_validate_and_name_the_lines(broken_script, tmp_path,
 def test_json_findings_all_and_first(broken_script, tmp_path, capsys):
     out = tmp_path / "all.json"
     assert main(["run", "--findings", "all", "--json", str(out), str(broken_script)]) == 1
-    assert "nkisim run: FindingsError: nki.simulate: kernel broken broke 2 rule(s)" in capsys.readouterr().err
+    assert "nkisim run: FindingsError: kernel launch: kernel broken broke 2 rule(s)" in capsys.readouterr().err
     doc = json.loads(out.read_text())
     _validate(doc)
     assert [f["line"] for f in doc["findings"]] == [11, 12] and doc["status"] == 1

@@ -202,3 +202,15 @@ def test_demo_error_line_keeps_the_kernel_location_of_an_nki_error(monkeypatch):
     line = next(line for line in buf.getvalue().splitlines() if line.startswith("tensor_add: "))
     assert line.startswith("tensor_add: ShapeError: nisa.dma_copy: ")
     assert line.endswith("(test_examples.py:%d)" % (inspect.getsourcelines(bad)[1] + 2))
+
+
+def test_demo_summary_says_skipped_when_torch_is_absent(monkeypatch):
+    """A core-only install: ``import torch`` fails (None in sys.modules), the model section is
+    skipped, and the closing line says so (not PASS); the exit code stays 0."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    buf = io.StringIO()
+    assert demo.run(small=True, only=["tensor_add", demo.MODEL], file=buf) == 0
+    lines = buf.getvalue().splitlines()
+    assert any(line.startswith("tiny model: skipped (torch is not installed") for line in lines)
+    assert lines[-1] == "examples: 1 passed, 0 failed; tiny model: skipped"
+    assert demo.run_model(small=True, file=io.StringIO()) is None

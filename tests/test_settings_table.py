@@ -148,11 +148,31 @@ def test_flag_options_parse_like_the_environment(given, want):
     assert (s.detect_races, s.fast_paths, s.precise_fp) == (want, want, want)
 
 
+FLAG_TEXT = "expected 1/0, true/false, yes/no or on/off (any case)"   # every accepted form, once
+
+
 @pytest.mark.parametrize("bad", ["maybe", 2, [1], 0.5])
 def test_a_flag_option_that_is_no_flag_raises(bad):
+    """One text for every bad flag, a Python value or a string alike."""
     from nkisim.config import Settings
-    with pytest.raises(ValueError, match="detect_races: expected"):
+    with pytest.raises(ValueError) as err:
         Settings.from_env(detect_races=bad)
+    assert str(err.value) == f"detect_races: {FLAG_TEXT}, got {bad!r}"
+
+
+def test_a_bad_flag_in_the_environment_has_the_same_text(monkeypatch):
+    monkeypatch.setenv("NKI_PRECISE_FP", "maybe")
+    with pytest.raises(ValueError) as err:
+        Settings.from_env()
+    assert str(err.value) == f"NKI_PRECISE_FP: {FLAG_TEXT}, got 'maybe'"
+
+
+@pytest.mark.parametrize("given, want", [(v, True) for v in ("1", "true", "TRUE", "yes", "On")]
+                         + [(v, False) for v in ("0", "false", "False", "NO", "off")])
+def test_every_form_the_flag_text_names_is_accepted(given, want, monkeypatch):
+    assert Settings.from_env(precise_fp=given).precise_fp is want
+    monkeypatch.setenv("NKI_PRECISE_FP", given)
+    assert Settings.from_env().precise_fp is want
 
 
 def test_choice_options_are_case_insensitive_like_the_environment():

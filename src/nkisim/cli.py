@@ -36,10 +36,30 @@ def _target_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--target: ")) from None
 
 
+class _Command(argparse.ArgumentParser):
+    """A subcommand's parser: an option it does not know is reported with its own usage
+    (``nkisim run: error: unrecognized arguments: --bogus``, exit 2), not the top-level one's."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
+def _script_arguments(p: argparse.ArgumentParser) -> None:
+    """``script`` and the optional ``script_args`` after it (everything that follows the script
+    goes to it). Decision: ``script_args`` is marked not required, so a missing script is reported
+    as "the following arguments are required: script" only (argparse counts REMAINDER in)."""
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("script_args", nargs=argparse.REMAINDER,
+                   help="arguments passed to the script").required = False
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nkisim", description="CPU simulator for NKI kernels")
     parser.add_argument("--version", action="version", version=f"nkisim {version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Command)
     run = sub.add_parser("run", help="run a Python script with the simulator on (NKI_SIMULATOR=1)")
     run.add_argument("--target", default=None, type=_target_arg,
                      help="trn1 | trn2 | trn3 (default: the environment's)")
@@ -53,8 +73,7 @@ def _parser() -> argparse.ArgumentParser:
                           + FATAL_NOTE + " (default: the environment's)")
     run.add_argument("--json", default=None, metavar="FILE",
                      help="write the findings as JSON (schema: nkisim/schemas/findings.schema.json)")
-    run.add_argument("script", help="the Python script to run")
-    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    _script_arguments(run)
     demo = sub.add_parser("demo", help="run the example kernels on realistic sizes and check them")
     demo.add_argument("--small", action="store_true", help="small shapes (seconds, for smoke tests)")
     demo.add_argument("--only", default=None, help="comma-separated example names")
@@ -67,8 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--target", default=None, type=_target_arg,
                       help="trn1 | trn2 | trn3 (default: the environment's)")
     prof.add_argument("--plot", action="store_true", help="also draw each launch's timeline as a PNG")
-    prof.add_argument("script", help="the Python script to run")
-    prof.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    _script_arguments(prof)
     parser.commands = {"run": run, "demo": demo, "ops": ops, "profile": prof}
     return parser
 
@@ -88,12 +106,24 @@ def check_script(script: str) -> str | None:
     return None
 
 
+def _nearest_existing(path: str) -> str:
+    """``path`` made absolute, or its nearest ancestor that exists."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return probe
+
+
 def _check_output_file(path: str, what: str) -> str | None:
-    """Why ``path`` cannot be written as a file (its directory missing, or it is a directory)."""
+    """Why ``path`` cannot be written as a file (it is a directory, a file stands where one of its
+    directories should be, or its directory is missing or not writable)."""
     if os.path.isdir(path):
         return f"{what} {path!r} is a directory; give a file name"
     parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
+    probe = _nearest_existing(parent)
+    if not os.path.isdir(probe):
+        return f"{what} {path!r}: {probe!r} is a file, not a directory"
+    if probe != parent:
         return f"{what} {path!r}: directory {parent!r} does not exist"
     if not os.access(parent, os.W_OK):
         return f"{what} {path!r}: directory {parent!r} is not writable"
@@ -102,9 +132,7 @@ def _check_output_file(path: str, what: str) -> str | None:
 
 def _check_dir(path: str, what: str) -> str | None:
     """Why ``path`` cannot be the directory outputs go to (it is a file, or a file is in its way)."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    probe = _nearest_existing(path)
     if not os.path.isdir(probe):
         return f"{what} {path!r}: {probe!r} is a file, not a directory"
     if not os.access(probe, os.W_OK):

@@ -45,6 +45,10 @@ def normalize_target(name: str, source: str = "NEURON_PLATFORM_TARGET_OVERRIDE")
 # ---- parsers: (variable name, stripped non-empty value) -> field value ---------------------------
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+# The one text of every bad flag, from an environment variable or a Python value (True/False and
+# the integers 1/0 are the "true/false" and "1/0" it names): "1/0, true/false, yes/no or on/off".
+_FLAG_FORMS = ", ".join(f"{t}/{f}" for t, f in zip(_TRUE[:-1], _FALSE[:-1])) + \
+    f" or {_TRUE[-1]}/{_FALSE[-1]} (any case)"
 
 
 def _flag(var: str, value: str) -> bool:
@@ -54,12 +58,13 @@ def _flag(var: str, value: str) -> bool:
         return True
     if v in _FALSE:
         return False
-    raise ValueError(f"{var}: expected 1/0, true/false, yes/no or on/off, got {value!r}")
+    raise ValueError(f"{var}: expected {_FLAG_FORMS}, got {value!r}")
 
 
 def _as_bool(field: str, value) -> bool:
     """A flag given as a Settings field or ``nki.simulate`` option: a bool, 0/1, or a string the
-    environment variable would accept ("no" is off, never truthy). Raises ValueError otherwise."""
+    environment variable would accept ("no" is off, never truthy). Raises ValueError otherwise,
+    with the same text as a bad environment value (``_FLAG_FORMS``)."""
     if isinstance(value, str):
         return _flag(field, value.strip())
     if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):   # numpy's bool too
@@ -70,7 +75,7 @@ def _as_bool(field: str, value) -> bool:
         number = None
     if number in (0, 1):
         return bool(number)
-    raise ValueError(f"{field}: expected True/False (or 1/0, 'yes'/'no'), got {value!r}")
+    raise ValueError(f"{field}: expected {_FLAG_FORMS}, got {value!r}")
 
 
 def _flag_choice(on: str, off: str) -> Callable[[str, str], str]:

@@ -29,6 +29,8 @@ MODEL = "tiny_llama"      # the name of the model section in ``--only``
 _SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
           "float8_e4m3": "fp8e4", "float8_e5m2": "fp8e5"}
 
+_VERDICT = {True: "PASS", False: "FAIL", None: "skipped"}   # run_model's result, as printed
+
 _COLUMNS = (("kernel", 10, "<"), ("inputs", 36, "<"), ("max abs err", 11, ">"),
             ("max rel err", 11, ">"), ("check", 5, "<"), ("sim ms", 9, ">"), ("numpy ms", 9, ">"),
             ("ratio", 8, ">"), ("est. us", 9, ">"))
@@ -135,7 +137,9 @@ def _cells(r: Result) -> list[str]:
 def run(small: bool = False, only: list | None = None, file: TextIO | None = None) -> int:
     """Run the examples (all, or those named in ``only``), print the table, then the tiny model
     section (``run_model``; in ``only`` it is named MODEL); return the exit code: 0 when every
-    example and the model passed, 1 when any failed or raised, 2 for an unknown name."""
+    example and the model passed (or the model was skipped: torch absent), 1 when any failed or
+    raised, 2 for an unknown name. The closing line names the model's verdict: PASS, FAIL or
+    skipped."""
     from . import examples
     out = file if file is not None else sys.stdout
     with_model = not only or MODEL in only
@@ -146,15 +150,15 @@ def run(small: bool = False, only: list | None = None, file: TextIO | None = Non
               f"{', '.join(examples.NAMES + (MODEL,))}", file=out)
         return 2
     failed = _run_examples(names, small, out) if names else []
-    model_ok = True
+    model_ok = None
     if with_model:
         if names:
             print(file=out)
         model_ok = run_model(small=small, file=out)
         if names:        # one closing line with both verdicts
             print(f"examples: {len(names) - len(failed)} passed, {len(failed)} failed; tiny model: "
-                  f"{'PASS' if model_ok else 'FAIL'}", file=out)
-    return 1 if failed or not model_ok else 0
+                  f"{_VERDICT[model_ok]}", file=out)
+    return 1 if failed or model_ok is False else 0
 
 
 def _run_examples(names: list, small: bool, out: TextIO) -> list:
@@ -198,18 +202,19 @@ def _toks(t) -> str:
     return " | ".join(" ".join(str(v) for v in row) for row in t.tolist())
 
 
-def run_model(small: bool = False, file: TextIO | None = None) -> bool:
+def run_model(small: bool = False, file: TextIO | None = None) -> bool | None:
     """Generate with the tiny Llama in each mode; print tokens, max |logit - fallback logit|,
     time per token, per-kernel calls and simulator time. True when every mode gives the fallback's
     tokens, logits within ``models.logit_bound``, the simulator modes ran every kernel and no
     fallback, and the fallback mode ran no kernel. Full: fp32 and bf16, 8 tokens, inductor;
-    small: fp32, 4 tokens, aot_eager (an inductor compile alone takes ~30 s)."""
+    small: fp32, 4 tokens, aot_eager (an inductor compile alone takes ~30 s). None (one line
+    "tiny model: skipped ...") when torch is not installed: neither a pass nor a failure."""
     out = file if file is not None else sys.stdout
     try:
         import torch
     except ModuleNotFoundError:
         print("tiny model: skipped (torch is not installed; pip install nkisim[torch])", file=out)
-        return True
+        return None
     from threadpoolctl import threadpool_limits
     from .models import LlamaConfig, TinyLlama, demo_prompts, logit_bound
     dtypes = (torch.float32,) if small else (torch.float32, torch.bfloat16)

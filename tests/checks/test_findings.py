@@ -57,7 +57,7 @@ def test_all_reports_the_findings_then_raises_one_error_holding_them(capsys):
     assert [type(f) for f in e.findings] == [MemorySpaceError, ShapeError, CapacityError]
     assert e.findings == sim.findings
     first = e.findings[0]
-    assert str(e) == (f"nki.simulate: kernel three_faults broke 3 rule(s) (1 MemorySpaceError, 1 ShapeError, "
+    assert str(e) == (f"kernel launch: kernel three_faults broke 3 rule(s) (1 MemorySpaceError, 1 ShapeError, "
                       f"1 CapacityError); the first: {first.op}: {first.what} ({first.where})")
     assert e.where == first.where and first.where.startswith("test_findings.py:")
     err_lines = capsys.readouterr().err.splitlines()   # printed before the error, as with "warn"

@@ -200,7 +200,7 @@ def test_read_only_input_that_is_only_read_works():
 @pytest.mark.parametrize("value", ["bogus", "2"])
 def test_bad_flag_values_are_rejected(monkeypatch, value):
     monkeypatch.setenv("NKI_PRECISE_FP", value)
-    with pytest.raises(ValueError, match=rf"NKI_PRECISE_FP: expected 1/0, true/false, yes/no or on/off, got '{value}'"):
+    with pytest.raises(ValueError, match=rf"NKI_PRECISE_FP: expected 1/0, true/false, yes/no or on/off \(any case\), got '{value}'"):
         simulate(scale_in_place, np.zeros((2, 2), np.float32))
 
 

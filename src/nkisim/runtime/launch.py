@@ -510,16 +510,18 @@ def mark_fatal(exc: BaseException, mode: str) -> None:
 def _findings_error(func, found: list) -> FindingsError:
     """The one error a findings="all" launch with findings raises: every finding in ``.findings``;
     the message counts them by kind and quotes the first (located at the first's line), and names
-    the always-fatal one the kernel stopped at, if it did."""
+    the always-fatal one the kernel stopped at, if it did. Decision: its op is "kernel launch",
+    whatever the entry point (a plain ``@nki.jit`` call under NKI_SIMULATOR=1, ``nki.simulate``,
+    a profile, a Beta 1 kernel, one rank of several): ``run`` does not know which it was."""
     counts = Counter(type(e).__name__ for e in found)
     kinds = ", ".join(f"{n} {k}" for k, n in counts.items())
     first, last = found[0], found[-1]
     stop = ""
     if getattr(last, "fatal", False) and len(found) > 1:
         stop = f"; the kernel stopped at the last, an always-fatal {type(last).__name__} ({last.where})"
-    return FindingsError("nki.simulate", f"kernel {getattr(func, '__name__', func)} broke {len(found)} "
-                                         f"rule(s) ({kinds}); the first: {first.op}: {first.what}{stop}",
-                         where=first.where, findings=found)
+    return FindingsError("kernel launch", f"kernel {getattr(func, '__name__', func)} broke {len(found)} "
+                                          f"rule(s) ({kinds}); the first: {first.op}: {first.what}{stop}",
+                          where=first.where, findings=found)
 
 
 def _check_result(value, func) -> None:
