@@ -451,7 +451,10 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     if len(cores) == 1:         # one core: its events in order, no rendezvous
         st = state[cores[0]]
         for idx, ev in enumerate(events):
-            co = cost_of(ev)
+            o = ev.origin           # cost_of's first step, inlined: a replayed event's known cost
+            co = by_origin.get(id(o)) if o is not None else None
+            if co is None:
+                co = cost_of(ev)
             if co.flops and co.peak_flops_per_ns > peak_mode:
                 peak_mode = co.peak_flops_per_ns
             _place(idx, ev, co, st, t, spans, shared, 0.0)
