@@ -374,3 +374,23 @@ def test_the_reference_sees_contention():
     assert "bandwidth shared" in whys and "waited on a dependency" in whys and "released" in whys
     assert "MM_INIT" in whys
     assert sum(s[5] is not None for s in spans) > 30
+
+
+@pytest.mark.parametrize("k", [None, 2])
+def test_a_first_touch_read_and_write_of_one_tile_are_both_remembered(k):
+    """One instruction that first touches a tile reads some of its bytes and writes others (the
+    dependency table has no entry for it yet, at both operands); a later write of the read bytes
+    on another engine must wait for it (write-after-read), as the reference says."""
+    t = arch.TRN2
+    both = Instruction(op="tensor_copy", api="nisa.tensor_copy", engine="vector", core=0, seq=1,
+                       location="k.py:1", reads=(opnd("src", "sbuf", (128, 64), "c0.1", "float32", (0, 128), (0, 256)),),
+                       writes=(opnd("dst", "sbuf", (128, 64), "c0.1", "float32", (0, 128), (256, 512)),))
+    later = Instruction(op="activation", api="nisa.activation", engine="scalar", core=0, seq=2,
+                        location="k.py:2", reads=(opnd("data", "sbuf", (128, 64), "c0.2", "float32", (0, 128), (0, 256)),),
+                        writes=(opnd("dst", "sbuf", (128, 64), "c0.1", "float32", (0, 128), (0, 256)),),
+                        options={"op": "exp"})
+    want, total, _ = ref_estimate([both, later], t, 1, k)
+    tl = estimate([both, later], t, 1, loop_buffers=k)
+    assert want[1][1] >= want[0][2] and want[1][5] == 0      # the reference: it waits on the first
+    assert [(s.track, s.start_ns, s.end_ns, s.waited_on) for s in tl.spans] == [w[:3] + (w[5],) for w in want]
+    assert tl.total_ns == total

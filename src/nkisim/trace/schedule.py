@@ -51,8 +51,8 @@ Speed (the same schedule, float for float, as the plain reading of these rules:
 tests/trace/test_schedule_reference.py runs one on random event streams): physical buffers are
 numbered once per estimate so the dependency table hashes ints, not 6-tuples; ``_place`` scans
 the dependencies inline; a write that covers the one earlier write of its buffer drops it
-without building a new list; a DMA's two pipes (core, HBM) are reserved by an unrolled loop
-(``_reserve2``); track names and rule suffixes are built once; an event loop replay synthesised
+without building a new list (and a single read range without a new dict); ``_place`` hands ``_record`` the table entries it found; a DMA's two pipes (core, HBM) are reserved by an unrolled loop
+(``_reserve2``, each bucket's bytes read once); track names and rule suffixes are built once; an event loop replay synthesised
 (``Instruction.origin`` set) takes its origin's cost, its memo key being equal by construction. Decision: the table still drops
 the accesses a write covers (they can never bind again: the covering write ended later).
 """
@@ -191,23 +191,24 @@ def _reserve2(t0: float, nbytes: float, cap: float, p1: _Pipe, p2: _Pipe, f: flo
         bend = (b + 1) * w
         span = bend - t
         room = span * cap
-        x, y = room1 - used1.get(b, 0.0), span * rate1      # min(x, y) / 1.0
+        u1, u2 = used1.get(b, 0.0), used2.get(b, 0.0)       # the buckets' bytes taken so far
+        x, y = room1 - u1, span * rate1      # min(x, y) / 1.0
         r = y if y < x else x
         if r < room:
             room = r
-        x, y = room2 - used2.get(b, 0.0), span * rate2
+        x, y = room2 - u2, span * rate2
         r = (y if y < x else x) / f
         if r < room:
             room = r
         if room >= left:
             end = t + left / (room / span) if span > 0 else t
-            u = used1[b] = used1.get(b, 0.0) + left
+            u = used1[b] = u1 + left
             if u >= lim1:
                 full1[b] = b + 1
             floor = b * w + u / rate1
             if floor > end:
                 end = floor
-            u = used2[b] = used2.get(b, 0.0) + left * f
+            u = used2[b] = u2 + left * f
             if u >= lim2:
                 full2[b] = b + 1
             floor = b * w + u / rate2
@@ -215,10 +216,10 @@ def _reserve2(t0: float, nbytes: float, cap: float, p1: _Pipe, p2: _Pipe, f: flo
                 end = floor
             return end
         if room > 0:
-            u = used1[b] = used1.get(b, 0.0) + room
+            u = used1[b] = u1 + room
             if u >= lim1:
                 full1[b] = b + 1
-            u = used2[b] = used2.get(b, 0.0) + room * f
+            u = used2[b] = u2 + room * f
             if u >= lim2:
                 full2[b] = b + 1
             left -= room
@@ -284,13 +285,12 @@ def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict
     first: dict = {}
     last: dict = {}
     for i, ev in enumerate(events):
-        for ops in (ev.reads, ev.writes):
-            for o in ops:
-                if o.buffer in _ON_CHIP:
-                    a = o.alloc
-                    if a not in first:
-                        first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
-                    last[a] = i
+        for o in ev.reads + ev.writes:
+            if o.buffer in _ON_CHIP:
+                a = o.alloc
+                if a not in first:
+                    first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
+                last[a] = i
     lanes: dict = {}            # site -> [[last access of the lane's current tile, tiles so far], ...]
     phys: dict = {}
     for a, (i, site) in first.items():      # dicts keep insertion order: first-use order
@@ -334,23 +334,27 @@ def _deps(st: _Core, reads: list, writes: list):
 
 
 def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
-    """Remember the accesses: writes as a list, reads by range (the latest end kept); a write
-    supersedes the accesses it covers."""
+    """Remember the accesses ``(buffer, range, its dependency-table entry or None)``: writes as
+    a list, reads by range (the latest end kept); a write supersedes the accesses it covers. An
+    entry, once made, stays the same list (only its two fields are replaced), so ``_place``
+    passes the ones it found; None: looked up again (an earlier access may have made it)."""
     deps = st.deps
-    for alloc, r in reads:
-        e = deps.get(alloc)
+    for alloc, r, e in reads:
         if e is None:
-            deps[alloc] = [[], {r: (end, idx)}]
-            continue
+            e = deps.get(alloc)
+            if e is None:
+                deps[alloc] = [[], {r: (end, idx)}]
+                continue
         rd = e[1]
         x = rd.get(r)
         if x is None or end >= x[0]:
             rd[r] = (end, idx)
-    for alloc, r in writes:
-        e = deps.get(alloc)
+    for alloc, r, e in writes:
         if e is None:
-            deps[alloc] = [[(*r, end, idx)], {}]
-            continue
+            e = deps.get(alloc)
+            if e is None:
+                deps[alloc] = [[(*r, end, idx)], {}]
+                continue
         p0, p1, b0, b1 = r
         ws, rd = e
         if ws:
@@ -361,7 +365,12 @@ def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
             else:
                 ws = e[0] = [x for x in ws if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
         if rd:
-            e[1] = {x: v for x, v in rd.items() if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
+            if len(rd) == 1:            # the common case (one read range), no new dict
+                for x in rd:
+                    if p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1:
+                        e[1] = {}
+            else:
+                e[1] = {x: v for x, v in rd.items() if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
         ws.append((*r, end, idx))
 
 
@@ -442,7 +451,10 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     if len(cores) == 1:         # one core: its events in order, no rendezvous
         st = state[cores[0]]
         for idx, ev in enumerate(events):
-            co = cost_of(ev)
+            o = ev.origin           # cost_of's first step, inlined: a replayed event's known cost
+            co = by_origin.get(id(o)) if o is not None else None
+            if co is None:
+                co = cost_of(ev)
             if co.flops and co.peak_flops_per_ns > peak_mode:
                 peak_mode = co.peak_flops_per_ns
             _place(idx, ev, co, st, t, spans, shared, 0.0)
@@ -507,12 +519,10 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
     reads = []
     for a, p0, p1, b0, b1 in map(_WHERE, ev.reads):
         a = keys.get(a, a)
-        if b1:
-            reads.append((a, (p0, p1, b0, b1)))
-        else:
-            reads.append((a, _ALL))
+        if not b1:
             p0, p1, b0, b1 = _ALL
         e = deps.get(a)
+        reads.append((a, (p0, p1, b0, b1), e))
         if e is not None:
             for w in e[0]:                  # (p0, p1, b0, b1, end, span index)
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
@@ -520,12 +530,10 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
     writes = []
     for a, p0, p1, b0, b1 in map(_WHERE, ev.writes):
         a = keys.get(a, a)
-        if b1:
-            writes.append((a, (p0, p1, b0, b1)))
-        else:
-            writes.append((a, _ALL))
+        if not b1:
             p0, p1, b0, b1 = _ALL
         e = deps.get(a)
+        writes.append((a, (p0, p1, b0, b1), e))
         if e is not None:
             for w in e[0]:
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
@@ -614,7 +622,8 @@ def _release(group, key, events, spans, state, pos, t, shared) -> None:
             st.engine_free[kind] = release
             st.floor, st.floor_idx = release, idx
             st.latest = (release, idx)
-            _record(st, _accesses(ev.reads, st.keys), _accesses(ev.writes, st.keys), release, idx)
+            _record(st, [(*x, None) for x in _accesses(ev.reads, st.keys)],
+                    [(*x, None) for x in _accesses(ev.writes, st.keys)], release, idx)
         else:
             _place(idx, ev, co, st, t, spans, shared, last)
         st.pending = None
