@@ -16,9 +16,11 @@ How an environment value is read (the same for every knob; Decisions):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import numbers
 import operator
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -295,6 +297,7 @@ class Settings:
             if hit is not None:
                 return hit
             made = cls._from(env, overrides)
+            _warn_unknown(env)
             if key is not None:
                 if len(_FROM_ENV) >= 64:
                     _FROM_ENV.clear()
@@ -367,6 +370,25 @@ _FIELD_KINDS: dict = {f.name: (bool if f.type in (bool, "bool") else
                       for f in dataclasses.fields(Settings)}
 _FIELD_KINDS = {k: v for k, v in _FIELD_KINDS.items() if v is not None}
 _FROM_ENV: dict = {}      # (variable values, overrides) -> Settings (see Settings.from_env)
+# NKISIM_* variables that are not settings but are nkisim's own: the kernel-library runner's
+# result file (benchmarks/nki_library.py)
+_OTHER_NKISIM_VARS = frozenset({"NKISIM_RESULTS"})
+_WARNED: set = set()
+
+
+def _warn_unknown(env) -> None:
+    """Warn once per process per name about an ``NKISIM_*`` variable that is no setting (a
+    misspelt knob would otherwise be silently ignored, e.g. ``NKISIM_PRECISE_FP`` for
+    ``NKI_PRECISE_FP``), naming the closest setting's variable. Decision: a UserWarning, not an
+    error: an environment may carry variables of another nkisim version."""
+    for name in env:
+        if (name.startswith("NKISIM_") and name not in _ENV_VARS and name not in _OTHER_NKISIM_VARS
+                and name not in _WARNED):
+            _WARNED.add(name)
+            close = difflib.get_close_matches(name, _ENV_VARS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            warnings.warn(f"{name} is not an nkisim setting and is ignored{hint} (the settings: "
+                          f"README's settings table, nkisim.config.KNOBS)", UserWarning, stacklevel=3)
 
 
 def settings_table_markdown() -> str:
