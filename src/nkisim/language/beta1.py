@@ -59,8 +59,8 @@ class Beta1Op(_ops.Op):
 
     def __call__(self, *args, mask=None, dtype=None, **kwargs):
         if not _targets._ACTIVE.get():
-            return _call_at(sys._getframe(1), f"nl.{self.name}", self._call, args,
-                            dict(kwargs, mask=mask, dtype=dtype))
+            return _targets.call_at(sys._getframe(1), f"nl.{self.name}", self._call, args,
+                                    dict(kwargs, mask=mask, dtype=dtype))
         return self._call(*args, mask=mask, dtype=dtype, **kwargs)
 
     def _call(self, *args, mask=None, dtype=None, **kwargs):
@@ -82,12 +82,6 @@ class Beta1Op(_ops.Op):
 
 
 _REDUCTIONS = {"sum", "max", "min", "prod", "mean", "var", "all"}
-
-
-def _call_at(frame, api, fn, args, kwargs):
-    """``fn(*args, **kwargs)`` as the Beta-1 call ``api`` made at ``frame`` (its assignment target
-    offered to its result: ``assign_target``)."""
-    return _targets.call_at(frame, api, fn, args, kwargs)
 
 
 def _partition_only(mask) -> bool:

@@ -506,11 +506,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
         dt = stationary.dtype if is_transpose else _d.float32
         shape = (stationary.free_size // rows, moving.free_size // rows)
         # ``psum += nisa.nc_matmul(...)`` (not a transpose, which overwrites): accumulated in place
-        dst = None if is_transpose else _targets.take_sum(shape, dt, psum, "nisa.nc_matmul")
-        if dst is not None:
-            accumulate = not _creation.fold_zeros(dst)      # the first matmul after a folded nl.zeros overwrites
-            if accumulate:
-                _tile.start_sum(dst)
+        summed = None if is_transpose else _tile.sum_target(shape, dt, "nisa.nc_matmul")
+        if summed is not None:
+            dst, accumulate = summed
         else:                               # ``psum[...] = nisa.nc_matmul(...)``: written in place
             dst = _targets.take(shape, dt, psum, "nisa.nc_matmul")
             accumulate = None if dst is None else False

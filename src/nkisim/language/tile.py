@@ -468,12 +468,8 @@ def matmul(x, y, transpose_x=False):
         stationary = _new(xt.shape, x.dtype, op)
         _tensor_copy(dst=stationary, src=xt)
     shape = (stationary.free_size, y.free_size)
-    if (dst := _targets.take_sum(shape, _f32, psum, op)) is not None:
-        # Beta 1's ``psum += nl.matmul(...)``: one accumulating matmul (the first after a folded
-        # ``nl.zeros`` overwrites: creation.fold_zeros)
-        accumulate = not _creation.fold_zeros(dst)
-        if accumulate:
-            start_sum(dst)
+    if (summed := sum_target(shape, _f32, op)) is not None:
+        dst, accumulate = summed            # Beta 1's ``psum += nl.matmul(...)``: one matmul
         _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=accumulate)
     elif (dst := _targets.take(shape, _f32, psum, op)) is not None:
         _nc_matmul(dst=dst, stationary=stationary, moving=y, accumulate=False)   # ``psum[...] = ...``
@@ -481,6 +477,20 @@ def matmul(x, y, transpose_x=False):
         dst = _new(shape, _f32, op, psum)
         _nc_matmul(dst=dst, stationary=stationary, moving=y)
     return dst
+
+
+def sum_target(shape, dtype, op):
+    """``(dst, accumulate)`` for the Beta-1 statement ``t += <op call>`` being run, when its
+    target ``t`` takes the matmul result (``assign_target.take_sum``): the matmul accumulates
+    into ``t``, except the first after a folded ``nl.zeros``, which overwrites
+    (``creation.fold_zeros``); else None (the result is a new tile)."""
+    dst = _targets.take_sum(shape, dtype, psum, op)
+    if dst is None:
+        return None
+    accumulate = not _creation.fold_zeros(dst)
+    if accumulate:
+        start_sum(dst)
+    return dst, accumulate
 
 
 def start_sum(x) -> None:
