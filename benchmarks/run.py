@@ -8,6 +8,9 @@ Four cases have another baseline: ``lnc2_add`` (the LNC1 simulation), ``lnc2_lau
 (an LNC1 launch of the same trivial kernel),
 ``profile512_fp32_tutorial_tiled`` (``nki.simulate`` of the same kernel: what the estimate costs)
 and ``timing_only2048_bf16`` (``nki.simulate`` of the same kernel: what ``compute=False`` saves).
+The three ``matmul*`` cases of the benchmark kernel also time ``tile_loop``, the same tiled
+algorithm written plainly in NumPy (same bits), and print sim/loop: what simulating costs over the
+kernel's own arithmetic (issue 14).
 
 Usage: python benchmarks/run.py [--quick] [--json PATH] [--only NAME,...]
 """
@@ -51,27 +54,66 @@ def _seconds(fn):
     return time.perf_counter() - t0
 
 
-def interleaved_times(sim_fn, ref_fn, repeat):
+def interleaved_times(sim_fn, ref_fn, repeat, loop_fn=None):
     """Median seconds of ``sim_fn`` and of ``ref_fn``, plus timing details for the JSON.
 
     Three warm-up calls of each, then ``repeat`` rounds of one ``sim_fn`` call followed by one
-    ``ref_fn`` call, so a slow or fast spell of the machine lands on both series.
+    ``ref_fn`` call, so a slow or fast spell of the machine lands on both series. ``loop_fn`` (a
+    second reference, the equal-algorithm NumPy loop) runs third in every round; its median is
+    ``loop_s`` in the details, with ``sim_over_loop`` and ``loop_over_reference``.
     """
+    fns = (sim_fn, ref_fn) if loop_fn is None else (sim_fn, ref_fn, loop_fn)
     for _ in range(3):
-        sim_fn()
-        ref_fn()
-    t_sim, t_ref = [], []
+        for fn in fns:
+            fn()
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        t_sim.append(_seconds(sim_fn))
-        t_ref.append(_seconds(ref_fn))
+        for fn, t in zip(fns, times):
+            t.append(_seconds(fn))
+    t_sim, t_ref = times[0], times[1]
     pair = statistics.median(s / r for s, r in zip(t_sim, t_ref))
-    return statistics.median(t_sim), statistics.median(t_ref), {
-        "timing": "interleaved", "runs": repeat, "pair_ratio_median": pair,
-        "sim_s_min": min(t_sim), "reference_s_min": min(t_ref)}
+    extra = {"timing": "interleaved", "runs": repeat, "pair_ratio_median": pair,
+             "sim_s_min": min(t_sim), "reference_s_min": min(t_ref)}
+    med_sim, med_ref = statistics.median(t_sim), statistics.median(t_ref)
+    if loop_fn is not None:
+        med_loop = statistics.median(times[2])
+        extra.update(loop_s=med_loop, sim_over_loop=med_sim / med_loop, loop_over_reference=med_loop / med_ref)
+    return med_sim, med_ref, extra
+
+
+def tile_loop(lhsT, rhs, tk=128, tm=128, tn=512):
+    """``kernels.matmul_tiled`` written plainly with NumPy: the same (tm, tn) output tiles, each
+    the fp32 sum over K of (tk, tm).T @ (tk, tn) tile products added in K order (the first
+    product written, the others added, as PSUM accumulates), then rounded once into the output
+    dtype. Each loaded tile is converted to fp32 once (bf16: its bits shifted up 16, exact).
+    Gives the simulator's bits (``case_matmul`` checks): the floor for any simulator of that
+    kernel, whose time over this loop's is what simulating costs."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = np.empty((M, N), lhsT.dtype)
+    acc = np.empty((tm, tn), np.float32)
+    for m in range(0, M, tm):
+        for n in range(0, N, tn):
+            for k in range(0, K, tk):
+                s, v = _f32(lhsT[k:k + tk, m:m + tm]), _f32(rhs[k:k + tk, n:n + tn])
+                if k == 0:
+                    np.matmul(s.T, v, out=acc)
+                else:
+                    acc += s.T @ v
+            out[m:m + tm, n:n + tn] = acc
+    return out
+
+
+def _f32(tile):
+    """A float32 or bfloat16 tile as float32 (bf16 is the top half of a float32)."""
+    if tile.dtype == np.float32:
+        return tile
+    return (tile.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def case_matmul(n, dtype, repeat, kernel=kernels.matmul_tiled):
-    """``kernel(lhsT, rhs)`` (n, n, n) vs one numpy.matmul fp32 of the same (upcast) inputs."""
+    """``kernel(lhsT, rhs)`` (n, n, n) vs one numpy.matmul fp32 of the same (upcast) inputs; the
+    benchmark kernel is also timed against ``tile_loop`` (same bits, asserted)."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
     b = rng.standard_normal((n, n), dtype=np.float32).astype(dtype)
@@ -80,7 +122,12 @@ def case_matmul(n, dtype, repeat, kernel=kernels.matmul_tiled):
     out = sim(a, b)
     ref = af.T @ bf
     err = float(np.max(np.abs(out.astype(np.float32) - ref)) / np.max(np.abs(ref)))
-    t_sim, t_np, timing = interleaved_times(lambda: sim(a, b), lambda: af.T @ bf, repeat)
+    loop = None
+    if kernel is kernels.matmul_tiled:
+        if not np.array_equal(tile_loop(a, b).view(np.uint8), out.view(np.uint8)):
+            raise AssertionError("tile_loop and the simulator differ: the loop is not the kernel's algorithm")
+        loop = lambda: tile_loop(a, b)      # noqa: E731
+    t_sim, t_np, timing = interleaved_times(lambda: sim(a, b), lambda: af.T @ bf, repeat, loop)
     return t_sim, t_np, {"max_rel_err": err, "kernel": f"{kernel.__module__}.{kernel.__name__}",
                          **timing}
 
@@ -384,6 +431,9 @@ def main(argv=None):
             results["cases"][name] = {"sim_s": t_sim, "reference_s": t_ref, "ratio": ratio,
                                       "baseline": baseline, "target": target, **extra}
             note = f"{verdict} vs {baseline}" + (f" ({extra['style']})" if "style" in extra else "")
+            if "loop_s" in extra:
+                note += (f"; sim/loop {extra['sim_over_loop']:.2f} (equal-algorithm NumPy tile loop "
+                         f"{extra['loop_s'] * 1e3:.2f} ms, loop/numpy {extra['loop_over_reference']:.2f})")
             rows.append((name, f"{t_sim * 1e3:.2f}", f"{t_ref * 1e3:.2f}", f"{ratio:.2f}",
                          "-" if target is None else f"<= {target}", note))
         if not only or "memory2048_bf16" in only:

@@ -76,6 +76,41 @@ def test_interleaved_times_alternates_after_three_warm_ups_each(run_mod):
     assert t_sim >= extra["sim_s_min"] > 0 and t_ref >= extra["reference_s_min"] > 0
 
 
+def test_interleaved_times_runs_the_loop_reference_third_in_every_round(run_mod):
+    calls = []
+    t_sim, t_ref, extra = run_mod.interleaved_times(lambda: calls.append("sim"), lambda: calls.append("ref"),
+                                                    3, lambda: calls.append("loop"))
+    assert calls == ["sim", "ref", "loop"] * 6
+    assert extra["loop_s"] > 0
+    assert extra["sim_over_loop"] == pytest.approx(t_sim / extra["loop_s"])
+    assert extra["loop_over_reference"] == pytest.approx(extra["loop_s"] / t_ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_tile_loop_is_the_benchmark_kernels_algorithm(run_mod, dtype):
+    rng = np.random.default_rng(7)
+    lhsT = rng.standard_normal((384, 256), dtype=np.float32).astype(dtype)
+    rhs = rng.standard_normal((384, 1024), dtype=np.float32).astype(dtype)
+    got = run_mod.tile_loop(lhsT, rhs)
+    exact = lhsT.astype(np.float64).T @ rhs.astype(np.float64)
+    assert got.dtype == dtype and got.shape == (256, 1024)
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=2.0**-8 if dtype != np.float32 else 1e-5,
+                               atol=1e-3)
+    # fp32 sums of the K tiles' products in K order: the bits the simulator gives
+    sim = simulate(run_mod.kernels.matmul_tiled, lhsT, rhs)
+    assert np.array_equal(got.view(np.uint8), sim.view(np.uint8))
+
+
+def test_quick_matmul_case_reports_sim_over_loop(tmp_path):
+    out = tmp_path / "bench.json"
+    res = subprocess.run([sys.executable, RUN, "--quick", "--only", "matmul512_fp32", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    case = json.loads(out.read_text())["cases"]["matmul512_fp32"]
+    assert case["sim_over_loop"] == pytest.approx(case["sim_s"] / case["loop_s"])
+    assert "sim/loop" in res.stdout
+
+
 @pytest.mark.parametrize("variant", ["tiled", "hoist", "nl"])
 @pytest.mark.parametrize("K,M,N", [(256, 256, 512), (384, 128, 1024)])
 def test_tutorial_kernel_matches_numpy_fp32(tutorial, variant, K, M, N):
