@@ -165,8 +165,8 @@ def fill_sentinel(storage: np.ndarray, dt) -> None:
     """``storage[...] = sentinel(dt)``, bit for bit: the sentinel is converted into the storage
     dtype once (by that same assignment, into one element), then its bits are written through an
     unsigned-integer view of the storage (a C-contiguous array; any other is assigned as
-    before). Speed: 5-10x faster on 4-byte and bfloat16 storage (NumPy's conversion per element
-    is slow), the same bits (tests/test_dtypes.py)."""
+    before). Speed: 5-10x faster on float32, bfloat16 and fp8 storage (NumPy's conversion per element
+    is slow), the same bits (tests/test_dtypes_targets.py)."""
     sd = storage.dtype
     key = (dt, sd)
     bits = _FILL_BITS.get(key)
