@@ -7,6 +7,7 @@ from hypothesis import given, strategies as st
 import nkisim.nki as nki
 import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
+from nkisim import dtypes as _dt
 from nkisim.errors import DtypeError
 
 
@@ -105,3 +106,22 @@ def test_e4m3fn_is_trn3_only():
     with pytest.raises(DtypeError, match=r"^nl\.ndarray: tensor dtype float8_e4m3fn is not supported on trn2 "
                                          r"\(test_dtypes_targets\.py:\d+\)$"):
         nki.simulate(cast_kernel(nl.float8_e4m3fn), target="trn2")(x)
+
+
+@pytest.mark.parametrize("precise", [True, False])
+@pytest.mark.parametrize("dt", _dt.NKI_DTYPES, ids=str)
+def test_fill_sentinel_writes_the_bits_of_the_plain_assignment(dt, precise):
+    """The fast fill (an unsigned-integer view) leaves the bits NumPy's own assignment of the
+    documented sentinel leaves: NaN for floats, 4 for ints, True for bool, the x4 fill words."""
+    sd = _dt.storage_dtype(dt, precise)
+    want = np.zeros(37, sd)
+    value = {_dt.float8_e4m3fn_x4: 0x7F7F7F7F, _dt.float8_e5m2_x4: 0x7F7F7F7F,
+             _dt.float4_e2m1fn_x4: 0x7777}.get(dt, True if dt == np.bool_ else
+                                              4 if np.dtype(dt).kind in "iu" else np.nan)
+    want[...] = value
+    got = np.zeros(37, sd)
+    _dt.fill_sentinel(got, dt)
+    assert got.tobytes() == want.tobytes()
+    strided = np.zeros(74, sd)[::2]          # not contiguous: the plain assignment
+    _dt.fill_sentinel(strided, dt)
+    assert strided.tobytes() == want.tobytes()

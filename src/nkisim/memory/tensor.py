@@ -101,17 +101,17 @@ class Allocation:
                     if view is not None and view.storage is self.storage and _among(view, parts):
                         return
                     kept = [(p[3], p[3].copy()) for p in parts]     # written: keep the values
-                    self.storage[...] = _dt.sentinel(self.dtype)
+                    _dt.fill_sentinel(self.storage, self.dtype)
                     for a, values in kept:
                         a[...] = values
                 else:
-                    self.storage[...] = _dt.sentinel(self.dtype)
+                    _dt.fill_sentinel(self.storage, self.dtype)
                 self.pending = False
                 self.parts = None
             return
         with _FILL_LOCK:
             if self.pending:
-                self.storage[...] = _dt.sentinel(self.dtype)
+                _dt.fill_sentinel(self.storage, self.dtype)
                 self.pending = False
 
     def materialize(self) -> None:
