@@ -221,3 +221,27 @@ def test_a_k_loop_of_sums_onto_a_bias_adds_every_product_in_order():
         got = _both(b1_loop_bias, a2, b2, BIAS)
     np.testing.assert_array_equal(got, (BIAS + P) + p2)
     assert [e.options["accumulate"] for e in events if e.op == "nc_matmul"] == [True, True] * 2
+
+
+def b1_many_views(a, b, bias):
+    """40 one-column writes (more views than the never-written marks keep as a list), then a
+    matmul sum over the whole tile, then a column written again and summed again."""
+    out = nl1.ndarray((64, 96), dtype=nl1.float32, buffer=nl1.shared_hbm)
+    ps = nl1.ndarray((64, 96), nl1.float32, buffer=nl1.psum)
+    for j in nl1.sequential_range(40):
+        ps[:, nl1.ds(j * 2, 1)] = nl1.load(bias[:, nl1.ds(j * 2, 1)])      # even columns 0..78
+    at, bt = nl1.load(a), nl1.load(b)
+    ps += nisa1.nc_matmul(at, bt)
+    ps[:, 95:96] = nl1.load(bias[:, 95:96])
+    ps[:, 94:96] += nisa1.nc_matmul(at, bt[:, 0:2])
+    nl1.store(out, nl1.copy(ps))
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn3"])
+def test_many_partial_writes_keep_every_never_written_mark(target):
+    want = P.copy()
+    want[:, 0:80:2] = BIAS[:, 0:80:2] + P[:, 0:80:2]
+    want[:, 94] = P[:, 94] + P[:, 0]
+    want[:, 95] = BIAS[:, 95] + P[:, 1]
+    np.testing.assert_array_equal(_both(b1_many_views, A, B, BIAS, target=target), want)

@@ -960,30 +960,52 @@ def unwritten(t: NkiTensor):
     allocation): a Python bool when the whole view agrees (O(1) once the whole tile is written),
     else a bool array of the view's shape. The NaN sentinel cannot tell this (a computed NaN looks
     the same); Beta 1's ``t += <matmul>`` (``language.tile.start_sum``) and nc_matmul's
-    accumulation rules read it. A view of another dtype counts as written once any write reached
-    the allocation through such a view (``set_matmul_flags``)."""
+    accumulation rules read it. A write through a view of another dtype counts as writing the
+    whole allocation (``set_matmul_flags``)."""
     alloc = t.alloc
     blank = alloc.blank
     if isinstance(blank, bool):
         return blank
     if t.storage is not alloc.storage:
         return False
+    if type(blank) is list:
+        blank = _blank_array(alloc)
     view = np.ndarray(t.shape, np.bool_, buffer=blank, offset=t.offset, strides=t.strides)
     if view.all():
         return True
     return view if view.any() else False
 
 
+_BLANK_VIEWS = 32    # partial writes kept as a list of views before the never-written array is made
+
+
+def _blank_array(alloc) -> np.ndarray:
+    """``alloc.blank`` as the bool array (True: never written), made from the list of views
+    written so far."""
+    arr = np.ones(alloc.storage.shape, np.bool_)
+    for offset, shape, strides in alloc.blank:
+        np.ndarray(shape, np.bool_, buffer=arr, offset=offset, strides=strides)[...] = False
+    alloc.blank = arr
+    return arr
+
+
 def _mark_written(t: NkiTensor, alloc, whole: bool) -> None:
-    """The PSUM view ``t`` is written now: its elements are no longer ``unwritten``."""
-    if whole:
+    """The PSUM view ``t`` is written now: its elements are no longer ``unwritten``.
+    Decision (speed; no visible effect): the views of the first partial writes are kept as a
+    list (an array the size of the allocation is made only when ``unwritten`` asks, or after
+    ``_BLANK_VIEWS`` distinct views), the same with and without fast paths."""
+    if whole or t.storage is not alloc.storage:
         alloc.blank = False
         return
     blank = alloc.blank
+    geo = (t.offset, t.shape, t.strides)
     if blank is True:
-        blank = alloc.blank = np.ones(alloc.storage.shape, np.bool_)
-    if t.storage is not alloc.storage:
-        blank[...] = False          # a reinterpreted view: every element counts as written
+        alloc.blank = [geo]
+    elif type(blank) is list:
+        if blank[-1] != geo:
+            blank.append(geo)
+            if len(blank) > _BLANK_VIEWS:
+                _blank_array(alloc)
     else:
         np.ndarray(t.shape, np.bool_, buffer=blank, offset=t.offset, strides=t.strides)[...] = False
 

@@ -46,7 +46,8 @@ class Allocation:
         self.core_id = core_id
         self.written = False
         self.mm_flags = False if buffer is psum else None   # bool (uniform) or a bool array
-        self.blank = True if buffer is psum else None       # never written: bool (uniform) or a bool array
+        self.blank = True if buffer is psum else None       # never written: bool (uniform), a bool array
+        #                                                     or the list of views written (access.unwritten)
         self.where = where
         self.snapshot = None   # a caller's array used in place: its values before the first write
         self.rec = None        # SBUF/PSUM: lifetime record for the capacity check (memory.capacity)
