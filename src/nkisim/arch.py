@@ -65,6 +65,10 @@ class Target:
     mx_scale_offsets: tuple = (0, 4, 8, 12)
     mx_tile_rows: tuple = (32, 64, 128)
     psum_dst_dtypes: tuple = ("float32",)
+    # nc_matmul accumulate=True onto PSUM "value-initialized by a non-matmul instruction (e.g.,
+    # memset, tensor_copy)": "not supported and is undefined behavior on hardware" on
+    # NeuronCore-v2 and NeuronCore-v3 (nki.isa.nc_matmul, Accumulation mode)
+    matmul_accumulates_onto_values: bool = False
     matmul_input_dtypes: tuple = ("float8_e4m3", "float8_e5m2", "bfloat16", "float16",
                                   "tfloat32", "float32")
     dtypes: tuple = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
@@ -202,7 +206,7 @@ TRN3 = Target(name="trn3", nc_version=4, sbuf_partition_bytes=256 * 1024,
               # the MX dtypes: "custom data type for nki.isa.nc_matmul_mx on NeuronCore-v4"
               dtypes=TRN2.dtypes + ("float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fn_x4",
                                     "float8_e5m2_x4", "float4_e2m1fn_x4"),
-              mx_ops=True)
+              mx_ops=True, matmul_accumulates_onto_values=True)
 
 TARGETS = {t.name: t for t in (TRN1, TRN2, TRN3)}
 

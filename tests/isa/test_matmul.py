@@ -448,3 +448,108 @@ def test_auto_accumulation_reads_psum_flags_on_every_call(rng):
     for o in out:
         np.testing.assert_array_equal(o, 2 * ref(a, b))
     assert [e.options["accumulate"] for e in ev if e.op == "nc_matmul"] == [False, True] * 3
+
+
+# ---- accumulate=True onto values a non-matmul instruction wrote (NeuronCore-v2/v3: unsupported) --
+
+def onto_values_kernel(a, b, writer="memset"):
+    """Columns 0:3 of a fresh PSUM tile from a matmul, 3:5 from ``writer``, 5:6 never written;
+    then accumulate=True over the whole tile."""
+    sa, sb = load(a), load(b)
+    d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=d[:, 0:3], stationary=sa, moving=sb[:, 0:3], accumulate=False)
+    if writer == "memset":
+        nisa.memset(dst=d[:, 3:5], value=0.5)
+    else:
+        z = nl.ndarray((8, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=z, value=0.5)
+        nisa.tensor_copy(dst=d[:, 3:5], src=z)
+    nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=True)   # ev:onto
+    return store(d)
+
+
+@pytest.mark.parametrize("writer", ["memset", "tensor_copy"])
+@pytest.mark.parametrize("target, version", [("trn1", 2), ("trn2", 3)])
+@pytest.mark.parametrize("fast", [True, False])
+def test_accumulate_true_onto_non_matmul_values_is_unsupported_on_neuroncore_v2_v3(rng, target, version,
+                                                                                 writer, fast):
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+    want = err(f"dst: accumulate=True onto 16 PSUM element(s) last written by a non-matmul instruction "
+               f"(first at view index (0, 3)) is not supported on {target} (NeuronCore-v{version}); start "
+               f"the accumulation group with accumulate=False and add the other values with "
+               f"nisa.tensor_tensor")
+    with pytest.raises(UnsupportedError, match=want.replace(r"test_matmul\.py:\d+", line(__file__, "onto"))):
+        record(lambda a, b: onto_values_kernel(a, b, writer), a, b, fast=fast, target=target)
+
+
+def test_accumulate_true_onto_non_matmul_values_is_a_finding_and_the_matmul_is_skipped(rng):
+    from nkisim.errors import FindingsError
+    import nkisim.nki as nki
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+    sim = nki.simulate(onto_values_kernel, findings="all", target="trn2")
+    with pytest.raises(FindingsError):
+        sim(a, b)
+    assert [(type(e).__name__, e.op) for e in sim.findings] == [("UnsupportedError", "nisa.nc_matmul")]
+    assert sim.findings[0].where.endswith(line(__file__, "onto"))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_trn3_accumulates_onto_non_matmul_values(rng, fast):
+    """Decision: NeuronCore-v4 (left out of the docs' note) adds the product onto the values."""
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=d, value=0.5)
+        nisa.nc_matmul(dst=d[:, 0:4], stationary=sa, moving=sb[:, 0:4], accumulate=True)
+        return store(d)
+    out, ev = record(kernel, a, b, fast=fast, target="trn3")
+    want = np.full((8, 6), 0.5, np.float32)
+    want[:, 0:4] += ref(a, b)[:, 0:4]
+    np.testing.assert_array_equal(out, want)
+    assert [e.options["accumulate"] for e in ev if e.op == "nc_matmul"] == [True]
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_matmul_values_never_written_psum_and_auto_mode_are_not_the_non_matmul_rule(rng, target):
+    """accumulate=True after matmuls only, or onto never-written PSUM (strict mode's uninitialised
+    read, not this rule); accumulate=None overwrites a memset."""
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d[:, 0:3], stationary=sa, moving=sb[:, 0:3], accumulate=False)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=True)      # 3:6 never written
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb, accumulate=True)
+        e = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=e, value=0.5)
+        nisa.nc_matmul(dst=e, stationary=sa, moving=sb)                      # auto: overwrites
+        return store(d), store(e)
+    d, e = simulate(kernel, a, b, target=target)
+    r = ref(a, b)
+    np.testing.assert_array_equal(d[:, 0:3], 3 * r[:, 0:3])
+    assert np.isnan(d[:, 3:]).all()                                          # the sentinel, added to
+    np.testing.assert_array_equal(e, r)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_whole_tile_write_between_partial_matmuls_leaves_the_flags_right(rng, fast):
+    """A matmul into part of a tile, a memset of the whole tile, the matmul again, then auto mode
+    over the whole tile: the part accumulates, the rest is overwritten (fast path: the view the
+    flags kept before the memset must not answer for the flags after it)."""
+    a, b = ints(rng, (16, 8), BF16), ints(rng, (16, 6), BF16)
+
+    def kernel(a, b):
+        sa, sb = load(a), load(b)
+        d = nl.ndarray((8, 6), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=d[:, 0:2], stationary=sa, moving=sb[:, 0:2], accumulate=False)
+        nisa.memset(dst=d, value=0.0)
+        nisa.nc_matmul(dst=d[:, 0:2], stationary=sa, moving=sb[:, 0:2], accumulate=False)
+        nisa.nc_matmul(dst=d, stationary=sa, moving=sb)
+        return store(d)
+    out, ev = record(kernel, a, b, fast=fast, target="trn2")
+    r = ref(a, b)
+    np.testing.assert_array_equal(out, np.concatenate([2 * r[:, 0:2], r[:, 2:]], axis=1))
+    assert [e.options["accumulate"] for e in ev if e.op == "nc_matmul"] == [False, False, "mixed"]

@@ -5,6 +5,7 @@ Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul), nki/guides/archi
 """
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..checks import rules, uninit
 from ..errors import DtypeError, ShapeError, UnsupportedError
-from ..memory.access import matmul_flags, matmul_out, read_f32, read_raw, write
+from ..memory.access import matmul_flags, matmul_out, read_f32, read_raw, unwritten, write
 from ..memory.capacity import staggered
 from .dispatch import Passed, instruction
 from .enums import as_enum, engine as _engine, matmul_perf_mode as _perf
@@ -129,11 +130,14 @@ def write_psum_result(ins, dst, res, accumulate, m: int, n: int) -> None:
     """Write a matmul's (m, n) fp32 result ``res`` into PSUM ``dst``: overwrite or accumulate as
     ``accumulate`` says (None: the PSUM flags decide, per element). Reads of dst here are the
     documented PSUM accumulation: no race / uninitialised-read hooks, except that accumulate=True
-    onto never-written PSUM is undefined (strict mode reports it). Shared by nc_matmul and
-    nc_matmul_mx."""
+    onto never-written PSUM is undefined (strict mode reports it), and onto PSUM last written by
+    a non-matmul instruction is not supported on NeuronCore-v2/v3 (``onto_values``). Shared by
+    nc_matmul and nc_matmul_mx."""
     add = matmul_flags(dst) if accumulate is None else bool(accumulate)
     if accumulate and dst.alloc.init is not None:
         uninit.check_read(dst)
+    if add is True and not ins.target.matmul_accumulates_onto_values:
+        onto_values(ins, dst)
     if add is True or add is False:
         write(dst, res, matmul=True, add=add, overwrite=accumulate is False)
         ins.note(accumulate=add)
@@ -141,6 +145,41 @@ def write_psum_result(ins, dst, res, accumulate, m: int, n: int) -> None:
         old = read_f32(dst, hooks=False).reshape(m, n)
         write(dst, np.where(add.reshape(m, n), old + res, res), matmul=True)
         ins.note(accumulate="mixed")
+
+
+def onto_values(ins, dst) -> None:
+    """UnsupportedError when an accumulating matmul (accumulate=True) would add onto elements of
+    PSUM ``dst`` whose last write was not a matmul (memset, tensor_copy, a DMA, any Vector /
+    Scalar / GpSimd result), on a target without ``matmul_accumulates_onto_values``.
+    Source: aws-neuron-sdk nki/api/nki/isa/__init__.py (nc_matmul, "Accumulation mode": "On
+    NeuronCore-v2 and NeuronCore-v3, matmul accumulating into a PSUM location that was
+    value-initialized by a non-matmul instruction (e.g., ``memset``, ``tensor_copy``) is not
+    supported and is undefined behavior on hardware"). Decision: NeuronCore-v4 (trn3), which the
+    note leaves out, adds onto the values (fp32 old + product, rounded once into dst's dtype);
+    never-written elements are not this rule's (accumulate=True onto them is undefined on every
+    target: strict mode's uninitialised read); accumulate=None overwrites such elements (no
+    accumulation, no error); Beta 1's ``psum += matmul`` is the compiler's lowering, which takes
+    the target into the accumulation group first (``language.tile.start_sum``), so it never
+    meets this rule."""
+    flags = matmul_flags(dst)
+    if flags is True:
+        return
+    blank = unwritten(dst)
+    if blank is True:
+        return
+    if flags is False:
+        valued = True if blank is False else ~blank
+    else:
+        valued = ~flags if blank is False else ~flags & ~blank
+    if valued is not True and not valued.any():
+        return
+    n = math.prod(dst.shape) if valued is True else int(valued.sum())
+    first = (0,) * dst.ndim if valued is True else tuple(int(i) for i in np.argwhere(valued)[0])
+    t = ins.target
+    raise UnsupportedError(ins.op, f"dst: accumulate=True onto {n} PSUM element(s) last written by a non-matmul "
+                                   f"instruction (first at view index {first}) is not supported on {t.name} "
+                                   f"(NeuronCore-v{t.nc_version}); start the accumulation group with "
+                                   f"accumulate=False and add the other values with nisa.tensor_tensor")
 
 
 @instruction(reads=("stationary", "moving"), writes=("dst",), rules=_mm_rules, compute=_mm_compute)

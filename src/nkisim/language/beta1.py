@@ -336,11 +336,12 @@ del full_like
 # ---- ``psum += nisa.nc_matmul(...)`` ----------------------------------------------------------
 def inplace(name, x, y):
     """``x op= y`` in a Beta-1 program: Beta 2's in-place op, except that ``psum_tile +=
-    <matmul result in PSUM>`` starts an accumulation group where x's elements were not last
-    written by a matmul. Decision: those elements are taken as zero (as the first matmul of a
-    hardware accumulation group overwrites, and Beta 2's nc_matmul(accumulate=None) does), so
-    accumulating into a fresh ``nl.ndarray(..., buffer=nl.psum)`` works as the Beta-1 tutorials
-    expect; ``nl.zeros`` then ``+=`` gives the same values."""
+    <matmul result in PSUM>`` takes x into the matmul's accumulation group first
+    (``tile.start_sum``): never-written elements of x count as zero (as the first matmul of a
+    hardware accumulation group overwrites), so accumulating into a fresh ``nl.ndarray(...,
+    buffer=nl.psum)`` works as the Beta-1 tutorials expect; elements any instruction wrote keep
+    their values (bias + product, the tensor_tensor add's bits); ``nl.zeros`` then ``+=`` gives
+    the same values as the fold."""
     _creation.owe_zeros(x)        # ``t += <not a matmul into t>`` after a folded nl.zeros: its memset
     if (name == "add" and isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and x.buffer is psum
             and y.buffer is psum and y.storage is y.alloc.storage and _access.matmul_flags(y) is True

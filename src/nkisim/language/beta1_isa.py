@@ -491,8 +491,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """``r = nisa.nc_matmul(stationary, moving, ...)``: r = stationary.T @ moving, a new fp32 PSUM
     tile (M, N) (with ``is_transpose``: stationary's dtype). ``psum += nisa.nc_matmul(...)``
     accumulates into psum (one matmul with accumulate=True, as the Beta-1 compiler and the Beta-2
-    port run it: ``assign_target``; elements of psum not last written by a matmul count as zero,
-    ``beta1.inplace``), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
+    port run it: ``assign_target``; never-written elements of psum count as zero, elements another
+    instruction wrote are added to: ``tile.start_sum``), ``psum[...] = ...`` overwrites. ``perf_mode`` (used by the
     SDK's Beta-1 tests, e.g. "double_row_gen3"): Decision: any "double_row..." spelling is Beta-2
     ``matmul_perf_mode.double_row`` (its rules apply), None/"none" is none.
     Decision: an operand in PSUM (nki-samples' flash attention backward multiplies an

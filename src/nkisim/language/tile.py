@@ -43,7 +43,7 @@ from ..isa.transpose import nc_transpose as _nc_transpose
 from ..isa.dispatch import Passed, api_function, instruction
 from ..isa.enums import engine as _engine
 from ..memory import access
-from ..memory.access import matmul_flags, read_f32, read_raw, write
+from ..memory.access import matmul_flags, read_f32, read_raw, set_matmul_flags, unwritten, write
 from ..memory.indirect import IndirectTensor
 from ..checks import uninit
 from ..memory.buffers import HBM, psum, sbuf
@@ -494,16 +494,36 @@ def sum_target(shape, dtype, op):
 
 
 def start_sum(x) -> None:
-    """Beta 1's ``x += <matmul result>`` into the fp32 PSUM view ``x`` starts an accumulation group
-    where x's elements were not last written by a matmul: those elements are set to zero (a state
-    change, no instruction), so the add that follows (an in-place add or an accumulating matmul)
-    gives the product there. Decision (``beta1.inplace``): as the first matmul of a hardware
-    accumulation group overwrites; ``nl.zeros`` then ``+=`` gives the same values."""
-    flags = matmul_flags(x)
-    if flags is False:
+    """Beta 1's ``x += <matmul result>`` into the PSUM view ``x``: x joins the matmul's
+    accumulation group, as the Beta-1 compiler lowers the statement (a state change, no
+    instruction). Elements never written (``access.unwritten``) start the group: they are set to
+    zero, so the add that follows (an accumulating matmul, or the in-place add ``beta1.inplace``
+    falls back to) gives the product there; elements last written by a matmul accumulate; and
+    elements last written by any other instruction (``psum[...] = nl.load(bias)``, nl.copy, a
+    tensor_tensor / activation result, a memset) keep their values, so the add gives value +
+    product. Then every element of x counts as last written by a matmul, so the accumulating
+    matmul meets no ``isa.matmul.onto_values`` rule.
+
+    Source: aws-neuron-sdk v2.26.0 general/nki/arch/trainium_inferentia2_arch.rst ("Near-memory
+    accumulation in PSUM"): "the first ``nki.isa.nc_matmul`` instruction overwrites the
+    destination PSUM bank with the instruction output" (the group's start: never-written
+    elements), and of ``psum_buf[...] = psum_buf + nisa.nc_matmul(...)``: "even though this
+    alternative syntax is functionally equivalent to the use of ``+=``, it may get lowered to
+    nisa.tensor_tensor on VectorEngine for accumulation instead": ``+=`` is an addition onto
+    what the tile holds. Decision: the sum is the tensor_tensor one, both read as fp32, added,
+    rounded once into x's dtype (``x + product``; the fp32 accumulating matmul gives the same
+    bits: "The PSUM accumulation is always done in FP32"); nl.zeros' fill then ``+=`` gives
+    the same values as its fold (``beta1.zeros``); the instructions are the accumulating matmul
+    whatever x holds (nkisim does not model the compiler's choice of a tensor_tensor lowering on
+    NeuronCore-v2/v3, where a matmul cannot accumulate onto such values)."""
+    if matmul_flags(x) is True:
+        return
+    blank = unwritten(x)
+    if blank is True:
         write(x, np.zeros(x.shape, np.float32))
-    elif flags is not True:
-        write(x, np.where(flags, read_f32(x, hooks=False), np.float32(0)))
+    elif blank is not False:
+        write(x, np.where(blank, np.float32(0), read_f32(x, hooks=False)))
+    set_matmul_flags(x, True)
 
 
 # ---- reductions over free axes -----------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Allocation, and the only two ways an op touches storage: ``read_f32``/``read_raw`` and ``write``.
 
 ``write`` is the single rounding step (``dtypes.round_into``) and the single place that marks
-allocations written and clears PSUM matmul flags. The race and uninitialised-read checks are
-reached through ``hooks`` (registered by ``checks``); errors name the running instruction and
-operand by ``hooks.accessor``. Imports numpy, dtypes, errors, state and memory only.
+allocations written and sets the PSUM matmul flags and never-written marks (``unwritten``). The
+race and uninitialised-read checks are reached through ``hooks`` (registered by ``checks``);
+errors name the running instruction and operand by ``hooks.accessor``. Imports numpy, dtypes, errors, state and memory only.
 """
 from __future__ import annotations
 
@@ -699,7 +699,7 @@ def keeping(core, keep) -> None:
 def _keep_write(t: NkiTensor, values, matmul, add, overwrite, reduction) -> bool:
     """``write`` under a non-range mask: the write, then the dropped elements get their old
     values back (False when this core runs no such mask). Decision: the dropped elements count
-    as written for the uninitialised-read check and the PSUM matmul flags."""
+    as written for the uninitialised-read check and the PSUM matmul flags and never-written marks."""
     core = state.current.get()
     keep = core.keep if core is not None else None
     if keep is None:
@@ -955,19 +955,81 @@ def matmul_flags(t: NkiTensor):
 _NO_VIEW = ()     # Allocation.mm_view of a fast-path PSUM tile with no view kept yet
 
 
+def unwritten(t: NkiTensor):
+    """Whether each element of a PSUM view was never written (by any instruction, since its
+    allocation): a Python bool when the whole view agrees (O(1) once the whole tile is written),
+    else a bool array of the view's shape. The NaN sentinel cannot tell this (a computed NaN looks
+    the same); Beta 1's ``t += <matmul>`` (``language.tile.start_sum``) and nc_matmul's
+    accumulation rules read it. A write through a view of another dtype counts as writing the
+    whole allocation (``set_matmul_flags``)."""
+    alloc = t.alloc
+    blank = alloc.blank
+    if isinstance(blank, bool):
+        return blank
+    if t.storage is not alloc.storage:
+        return False
+    if type(blank) is list:
+        blank = _blank_array(alloc)
+    view = np.ndarray(t.shape, np.bool_, buffer=blank, offset=t.offset, strides=t.strides)
+    if view.all():
+        return True
+    return view if view.any() else False
+
+
+_BLANK_VIEWS = 32    # partial writes kept as a list of views before the never-written array is made
+
+
+def _blank_array(alloc) -> np.ndarray:
+    """``alloc.blank`` as the bool array (True: never written), made from the list of views
+    written so far."""
+    arr = np.ones(alloc.storage.shape, np.bool_)
+    for offset, shape, strides in alloc.blank:
+        np.ndarray(shape, np.bool_, buffer=arr, offset=offset, strides=strides)[...] = False
+    alloc.blank = arr
+    return arr
+
+
+def _mark_written(t: NkiTensor, alloc, whole: bool) -> None:
+    """The PSUM view ``t`` is written now: its elements are no longer ``unwritten``.
+    Decision (speed; no visible effect): the views of the first partial writes are kept as a
+    list (an array the size of the allocation is made only when ``unwritten`` asks, or after
+    ``_BLANK_VIEWS`` distinct views), the same with and without fast paths."""
+    if whole or t.storage is not alloc.storage:
+        alloc.blank = False
+        return
+    blank = alloc.blank
+    geo = (t.offset, t.shape, t.strides)
+    if blank is True:
+        alloc.blank = [geo]
+    elif type(blank) is list:
+        if blank[-1] != geo:
+            blank.append(geo)
+            if len(blank) > _BLANK_VIEWS:
+                _blank_array(alloc)
+    else:
+        np.ndarray(t.shape, np.bool_, buffer=blank, offset=t.offset, strides=t.strides)[...] = False
+
+
 def set_matmul_flags(t: NkiTensor, value: bool) -> None:
-    """Mark the view's PSUM elements as written (True) or not written (False) by a matmul.
+    """Mark the view's PSUM elements as written (True) or not written (False) by a matmul, and as
+    written (``unwritten``); every write into PSUM calls this.
 
     Decision (speed; no visible effect): on the fast path the view last marked in a flags array
     is kept with its value (``Allocation.mm_view``); only this function changes a flags array, so
     until it marks another view every element of that one still holds the value: marking it
     again with the same value is skipped, and ``matmul_flags`` of it answers without reading
     the flags (an accumulating ``nc_matmul`` into the same part of a PSUM tile, K step after K
-    step). Off with the other fast paths (``NKISIM_FAST_PATHS=0``)."""
+    step). A write of the whole tile forgets the kept view. Off with the other fast paths
+    (``NKISIM_FAST_PATHS=0``)."""
     alloc = t.alloc
+    whole = _whole(t)
+    if alloc.blank is not False:
+        _mark_written(t, alloc, whole)
     flags = alloc.mm_flags
-    if _whole(t):
+    if whole:
         alloc.mm_flags = value
+        if alloc.mm_view:           # (a kept view no longer describes the flags: fast path only)
+            alloc.mm_view = _NO_VIEW
         return
     if isinstance(flags, bool):
         if flags == value:
@@ -1050,4 +1112,4 @@ def dynamic_index(value, op: str) -> int:
 
 
 __all__ = ["allocate", "wrap_array", "to_numpy", "read_raw", "read_f32", "write", "assign",
-           "matmul_flags", "set_matmul_flags", "out_f32", "dynamic_index", "check_dtype", "MemorySpaceError"]
+           "matmul_flags", "set_matmul_flags", "unwritten", "out_f32", "dynamic_index", "check_dtype", "MemorySpaceError"]

@@ -29,12 +29,13 @@ class Allocation:
 
     ``written`` is set by the first write; a caller's array used in place (``snapshot`` is not
     None) is copied aside on that first write so a failing kernel can restore it;
-    ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``.
+    ``mm_flags`` (PSUM only) marks elements whose last write was an ``nc_matmul``; ``blank``
+    (PSUM only) marks elements never written (``memory.access.unwritten``).
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
                  "pending", "pool", "lazy", "dependents", "_id", "local", "address", "ops", "parts", "f32",
-                 "lazy_src", "mm_view", "__weakref__")
+                 "lazy_src", "mm_view", "blank", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -45,6 +46,8 @@ class Allocation:
         self.core_id = core_id
         self.written = False
         self.mm_flags = False if buffer is psum else None   # bool (uniform) or a bool array
+        self.blank = True if buffer is psum else None       # never written: bool (uniform), a bool array
+        #                                                     or the list of views written (access.unwritten)
         self.where = where
         self.snapshot = None   # a caller's array used in place: its values before the first write
         self.rec = None        # SBUF/PSUM: lifetime record for the capacity check (memory.capacity)
