@@ -946,6 +946,8 @@ def matmul_flags(t: NkiTensor):
     if last and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
         _count("matmul_flags_view")
         return last[3]          # every element of this view holds that value (set_matmul_flags)
+    if flags is _ONE_VIEW:
+        flags = _flags_array(alloc)
     view = np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
     if view.all():
         return True
@@ -953,6 +955,17 @@ def matmul_flags(t: NkiTensor):
 
 
 _NO_VIEW = ()     # Allocation.mm_view of a fast-path PSUM tile with no view kept yet
+# Allocation.mm_flags of a fast-path PSUM tile whose flags differ only in one view: the elements
+# of ``mm_view`` hold its value, every other element the other value (no array made yet)
+_ONE_VIEW = object()
+
+
+def _flags_array(alloc) -> np.ndarray:
+    """The flags array of a ``_ONE_VIEW`` tile, made now (and kept as ``alloc.mm_flags``)."""
+    offset, shape, strides, value = alloc.mm_view
+    flags = alloc.mm_flags = np.full(alloc.storage.shape, not value, np.bool_)
+    np.ndarray(shape, np.bool_, buffer=flags, offset=offset, strides=strides)[...] = value
+    return flags
 
 
 def set_matmul_flags(t: NkiTensor, value: bool) -> None:
@@ -963,7 +976,10 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
     until it marks another view every element of that one still holds the value: marking it
     again with the same value is skipped, and ``matmul_flags`` of it answers without reading
     the flags (an accumulating ``nc_matmul`` into the same part of a PSUM tile, K step after K
-    step). Off with the other fast paths (``NKISIM_FAST_PATHS=0``)."""
+    step). A uniform tile whose first differing mark is one view keeps no array at all
+    (``_ONE_VIEW``: that view holds its value, the rest the other one) until another view is
+    marked or asked about (a matmul into ``psum[0:m, 0:n]`` of a larger tile, read back through
+    the same view). Off with the other fast paths (``NKISIM_FAST_PATHS=0``)."""
     alloc = t.alloc
     flags = alloc.mm_flags
     if _whole(t):
@@ -972,7 +988,16 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
     if isinstance(flags, bool):
         if flags == value:
             return
+        if alloc.mm_view is not None and t.storage is alloc.storage:
+            alloc.mm_flags = _ONE_VIEW
+            alloc.mm_view = (t.offset, t.shape, t.strides, bool(value))
+            return
         flags = alloc.mm_flags = np.full(alloc.storage.shape, flags, np.bool_)
+    elif flags is _ONE_VIEW:
+        last = alloc.mm_view
+        if last[3] == value and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
+            return
+        flags = _flags_array(alloc)
     if t.storage is not alloc.storage:
         flags[...] = value          # a reinterpreted view: be conservative, mark everything
         if alloc.mm_view is not None:
