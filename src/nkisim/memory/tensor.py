@@ -98,7 +98,8 @@ class Allocation:
             if self.pending:
                 parts = self.parts
                 if parts:
-                    if view is not None and view.storage is self.storage and _among(view, parts):
+                    if view is not None and view.storage is self.storage and (
+                            _among(view, parts) or _inside(view, parts, self.shape)):
                         return
                     kept = [(p[3], p[3].copy()) for p in parts]     # written: keep the values
                     self.storage[...] = _dt.sentinel(self.dtype)
@@ -181,6 +182,40 @@ def _among(view, parts) -> bool:
         if p[0] == offset and p[1] == shape and p[2] == strides:
             return True
     return False
+
+
+def _inside(view, parts, shape) -> bool:
+    """Every element of ``view`` lies in one of ``parts`` (``wrote_part``'s written views), both
+    boxes of the allocation's row-major layout of ``shape``: the same number of dims, its
+    strides, and each dim's start + size within the dim (e.g. ``x[0:n, k0:k1]`` read after
+    ``x[0:n, :]`` was written). False when that cannot be told this way (then ``fill`` fills)."""
+    strides = view.strides
+    offset = view.offset
+    if view.dynamic or type(offset) is not int or len(strides) != len(shape) or \
+            strides != _contiguous_strides(shape):
+        return False
+    box = _box(offset, view.shape, strides, shape)
+    if box is None:
+        return False
+    for p in parts:
+        if p[2] != strides:
+            continue
+        pbox = _box(p[0], p[1], strides, shape)
+        if pbox is not None and all(ps <= s and s + n <= ps + pn for (s, n), (ps, pn) in zip(box, pbox)):
+            return True
+    return False
+
+
+def _box(offset, vshape, strides, shape):
+    """((start, size), ...) per dim of a view of row-major ``strides`` over ``shape`` starting at
+    element ``offset``, or None when a dim runs past its end (the view is not a box)."""
+    out = []
+    for st, n, size in zip(strides, vshape, shape):
+        start, offset = divmod(offset, st)
+        if start + n > size:
+            return None
+        out.append((start, n))
+    return out
 
 
 def _contiguous_strides(shape):
