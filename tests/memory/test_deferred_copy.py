@@ -316,3 +316,21 @@ def test_lnc2_deferred_copies_keep_the_values_of_their_turn(fast):
     np.testing.assert_array_equal(prod, a.T @ w)
     np.testing.assert_array_equal(x, np.full((8, 8), 7, F32))
     assert (ev.fast_paths["deferred_copy"] >= 3) if fast else not +ev.fast_paths
+
+
+def test_a_copy_into_a_transposing_view_of_a_whole_tile_is_stored_transposed():
+    """A view that covers every element of a tile in another order (free dims swapped by
+    ``.ap()``) is not the tile's own layout: a copy through it, after a write through it, is
+    stored as that view says (read back through the tile: the free dims swapped), deferred or not."""
+    a = np.arange(32, dtype=F32).reshape(2, 4, 4)
+
+    def kernel(x):
+        out = _out((2, 4, 4))
+        t = nl.ndarray((2, 4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        tT = t.ap([[16, 2], [1, 4], [4, 4]], offset=0)         # [p, i, j] at p*16 + j*4 + i
+        nisa.memset(dst=tT, value=0.0)
+        nisa.dma_copy(dst=tT, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    for fast in (True, False):
+        np.testing.assert_array_equal(nki.simulate(kernel, fast_paths=fast)(a), a.transpose(0, 2, 1))

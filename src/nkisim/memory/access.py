@@ -251,7 +251,7 @@ def _whole_view(alloc, lay) -> NkiTensor:
     """The whole row-major view of a new allocation of layout ``lay`` (with the layout's
     Geometry record: memory.tensor.Geometry)."""
     t = NkiTensor(alloc, lay.shape, lay.strides, 0)
-    t._whole = True
+    t._whole = t._order = True
     geo = t._geo = lay.geo
     t._sig = geo.sig
     return t
@@ -464,7 +464,7 @@ def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
     if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
         _on_read(t)
     lazy = t.alloc.lazy
-    if lazy is not None and t._whole and t.dtype is t.alloc.dtype:
+    if lazy is not None and _in_order(t):
         return _deferred(t, lazy)
     return t.np()
 
@@ -490,7 +490,7 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
         if hooks and (alloc.init is not None or alloc.watch is not None):
             _on_read(t)
         lazy = alloc.lazy
-        if lazy is not None and t._whole and t.dtype is alloc.dtype:
+        if lazy is not None and _in_order(t):
             a = _deferred(t, lazy)
             if a.dtype == F32:
                 return a
@@ -644,7 +644,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         else:
             _settle(t)
     lazy = alloc.lazy
-    if lazy is not None and add and t._whole and t.dtype is F32 and t.storage.dtype is F32 \
+    if lazy is not None and add and _in_order(t) and t.dtype is F32 and t.storage.dtype is F32 \
             and lazy.strides[-1]:   # (a stride-0 fill is faster written out, then added to)
         alloc.lazy = None           # one pass below: dst = (deferred source) + values
     else:
@@ -790,7 +790,7 @@ def _can_defer(t: NkiTensor) -> bool:
     fast-path launch (LNC1 or LNC2), not deferred already and not itself the source of a deferred copy."""
     alloc = t.alloc
     rec = alloc.rec
-    return (not _keeping and rec is not None and rec.mem.deferrable and t._whole is True and alloc.lazy is None
+    return (not _keeping and rec is not None and rec.mem.deferrable and alloc.lazy is None and _in_order(t)
             and not alloc.dependents)
 
 
@@ -809,7 +809,7 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     reads the values of its own turn. The hooks of the source read (race,
     uninitialised) and of the destination write run as for a real copy.
     """
-    if dst._whole is not True:      # (_can_defer's test, first: a partial view never defers)
+    if dst._whole is False or not _in_order(dst):   # (_can_defer's test, first: a partial view never defers)
         return False
     da, sa = dst.alloc, src.alloc
     if (not _can_defer(dst) or da is sa or sa.lazy is not None or src.shape != dst.shape
@@ -961,6 +961,32 @@ def _whole(t: NkiTensor) -> bool:
 
 
 _COVERS: dict = {}      # (shape, strides, offset, storage size) -> NkiTensor.covers_all()
+
+
+def _in_order(t: NkiTensor) -> bool:
+    """True when ``t`` is its allocation's whole row-major view: the allocation's shape, dtype and
+    storage, offset 0, row-major strides -- every element where the allocation's own whole view
+    has it (what a deferred copy's source view stands for; a view that covers every element in
+    another order, e.g. a transposing ``.ap()``, is not one). Cached on the view."""
+    w = t._order
+    if w is None:
+        alloc = t.alloc
+        shape = t.shape
+        w = t._order = (t.offset == 0 and shape == alloc.shape and t.storage is alloc.storage
+                        and t.dtype is alloc.dtype and t.strides == _row_major(shape))
+    return w
+
+
+def _row_major(shape: tuple) -> tuple:
+    strides = _ROW_MAJOR.get(shape)
+    if strides is None:
+        if len(_ROW_MAJOR) >= 4096:
+            _ROW_MAJOR.clear()
+        strides = _ROW_MAJOR[shape] = _contiguous_strides(shape)
+    return strides
+
+
+_ROW_MAJOR: dict = {}   # shape -> its row-major (element) strides
 
 
 def matmul_flags(t: NkiTensor):

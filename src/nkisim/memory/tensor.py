@@ -259,7 +259,7 @@ class NkiTensor:
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
     __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
-                 "dynamic", "_views", "_geo")
+                 "dynamic", "_views", "_geo", "_order")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -275,6 +275,7 @@ class NkiTensor:
         self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
         self._views = None      # static index key -> the view ``self[key]`` built before (__getitem__)
         self._geo = None        # the view's Geometry record, when it has one (see Geometry)
+        self._order = None      # its allocation's whole row-major view (access._in_order), if known
 
     # ---- attributes -------------------------------------------------------------------------
     @property
