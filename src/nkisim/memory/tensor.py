@@ -553,7 +553,10 @@ class NkiTensor:
                     t = NkiTensor(self.alloc, kid.shape, kid.strides, kid.offset, self.dtype, self.storage)
                     t._geo = kid
                     t._sig = kid.sig
-                self._remember(memo, t)
+                if views is None:       # (_remember, inlined: once per view of every fresh tile)
+                    self._views = {memo: t}
+                else:
+                    self._remember(memo, t)
                 return t
             # the same static key on a view of the same geometry (a fresh tile of a loop) gives
             # the same geometry: built and checked once per process (errors are never stored)
