@@ -232,7 +232,7 @@ def allocate(shape, dtype, buffer, name: str = "", op: str = "nl.ndarray", fill=
     if lay.on_chip:
         mem = core.memory
         if mem is None:
-            mem = core.memory = CoreMemory(launch.target, deferrable=core.fast,
+            mem = core.memory = CoreMemory(launch.target, deferrable=launch.lnc == 1 and core.fast,
                                            pooled=core.fast)
         alloc = _new_alloc(lay, name, core.core_id, settings, fill, core, mem)
         alloc.address = address
@@ -786,8 +786,8 @@ def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool =
 
 
 def _can_defer(t: NkiTensor) -> bool:
-    """``t`` may take a deferred copy: the whole view of an on-chip allocation (``rec``) of a
-    fast-path launch (LNC1 or LNC2), not deferred already and not itself the source of a deferred copy."""
+    """``t`` may take a deferred copy: the whole view of an on-chip allocation (``rec``) of an
+    LNC1 launch, not deferred already and not itself the source of a deferred copy."""
     alloc = t.alloc
     rec = alloc.rec
     return (not _keeping and rec is not None and rec.mem.deferrable and alloc.lazy is None and _in_order(t)
@@ -803,10 +803,11 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     reads the source directly (``read_raw``/``read_f32``); any other access to ``dst``
     (``NkiTensor.np``) makes the copy first, and so does any write to the source allocation
     first (``write``/``out_f32``/``restore`` call ``release_dependents``), so every read sees the
-    values of the moment of the copy. Single-level (a deferred copy is never the source of
-    another). LNC2 too: its cores run one at a time in one thread (``runtime.cores``), so a
-    write by the other core to a shared-HBM source also makes the copy first, and the copy
-    reads the values of its own turn. The hooks of the source read (race,
+    values of the moment of the copy. Only for LNC1 launches and single-level (a deferred copy
+    is never the source of another). Decision (measured, issue 14): not under LNC2, where a core
+    waiting for its shared-HBM turn while holding a source view could see the other core's
+    write, and deferring the decode weights there gained nothing (the matmul then reads the
+    strided source). The hooks of the source read (race,
     uninitialised) and of the destination write run as for a real copy.
     """
     if dst._whole is False or not _in_order(dst):   # (_can_defer's test, first: a partial view never defers)
@@ -851,38 +852,9 @@ def _count(fast_path: str) -> None:
 
 
 def _deferred(t: NkiTensor, view: np.ndarray) -> np.ndarray:
-    """The source view of a whole tile with a deferred copy (the tile counts as used now).
-
-    Under LNC2 an instruction with a watched operand (shared HBM: it may wait for its turn,
-    and the other core may write the copy's source meanwhile) gets the tile's own storage,
-    the copy made now: a view of the source would show that write."""
+    """The source view of a whole tile with a deferred copy (the tile counts as used now)."""
     _used(t.alloc.rec)
-    core = _current.get()
-    if core is not None and core.launch.sync is not None and _may_wait(core.ins):
-        t.alloc.materialize()
-        return t._array()
     return view
-
-
-def _may_wait(ins) -> bool:
-    """The running instruction ``ins`` (None: outside one) has an operand with an access hook
-    (``Allocation.watch``: the LNC2 shared-HBM turn, race detection), so it may give way to
-    the other core before it ends (conservative: True outside an instruction)."""
-    if ins is None:
-        return True
-    for a in ins.args:
-        if _watched(a):
-            return True
-    return False
-
-
-def _watched(a) -> bool:
-    if isinstance(a, NkiTensor):
-        return a.alloc.watch is not None
-    if isinstance(a, (list, tuple)):
-        return any(_watched(x) for x in a)
-    base = getattr(a, "base", None)             # an indirect (gather / scatter) view
-    return isinstance(base, NkiTensor) and (base.alloc.watch is not None or _watched(getattr(a, "index", None)))
 
 
 def held(t):

@@ -284,7 +284,7 @@ class CoreMemory:
 
     def __init__(self, target, deferrable: bool = False, pooled: bool = True):
         self.target = target
-        self.deferrable = deferrable    # copies into this core's tiles may be deferred (fast paths)
+        self.deferrable = deferrable    # copies into this core's tiles may be deferred (LNC1)
         self.clock = 0
         self.writing = False            # the access being made is a write (access.write & co.)
         self.reads_clock, self.reads = -1, []   # on-chip reads of the instruction at reads_clock
