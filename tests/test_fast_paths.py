@@ -128,6 +128,46 @@ def test_matmul_flags_of_psum_parts():
     assert not +slow
 
 
+def psum_one_view(lhsT, rhs):
+    """Auto-accumulating nc_matmuls into one part of a fresh PSUM tile (the tile's flags differ
+    in that part only), then a part overlapping it, then the whole tile read back."""
+    out = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    a = nl.ndarray(lhsT.shape, dtype=lhsT.dtype, buffer=nl.sbuf)
+    b = nl.ndarray(rhs.shape, dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=lhsT)
+    nisa.dma_copy(dst=b, src=rhs)
+    acc = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=acc, value=0.0)                                   # every flag False
+    for _ in range(3):
+        nisa.nc_matmul(dst=acc[0:8, 0:24], stationary=a[:, 0:8], moving=b)     # 1st overwrites
+    nisa.nc_matmul(dst=acc[4:12, 16:40], stationary=a[:, 4:12], moving=b)      # rows 4..7, cols 16..23 add
+    nisa.nc_matmul(dst=acc[0:8, 0:24], stationary=a[:, 0:8], moving=b)         # all flagged: adds
+    res = nl.ndarray((16, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_matmul_flags_of_one_psum_part():
+    rng = np.random.default_rng(6)
+    lhsT = rng.integers(-2, 3, (32, 16)).astype(np.float32)    # small integers: exact sums
+    rhs = rng.integers(-2, 3, (32, 24)).astype(np.float32)
+    p = lhsT.T @ rhs                            # (16, 24)
+    want = np.zeros((16, 64), np.float32)
+    want[0:8, 0:24] = 3 * p[0:8]
+    second = p[4:12]                            # the overlapping part, rows 4..11 cols 16..39
+    want[4:8, 16:24] += second[0:4, 0:8]        # flagged by the matmuls before: accumulates
+    want[8:12, 16:40] = second[4:8]             # memset's zeros overwritten
+    want[4:8, 24:40] = second[0:4, 8:24]
+    want[0:8, 0:24] += p[0:8]                   # every flag of this part set by now
+    out_f, fast = _run(psum_one_view, lhsT, rhs, fast=True)
+    out_s, slow = _run(psum_one_view, lhsT, rhs, fast=False)
+    np.testing.assert_array_equal(out_f, want)
+    np.testing.assert_array_equal(out_s, want)
+    assert fast["matmul_flags_view"] >= 2      # the 2nd and 3rd matmul into acc[0:8, 0:24]
+    assert not +slow
+
+
 def test_gc_pause_is_a_fast_path():
     seen = []
 

@@ -215,14 +215,30 @@ def round_into(values, dt: np.dtype, precise: bool = True) -> np.ndarray:
         return values != 0
     if values.dtype == dt:
         return values
-    info = np.iinfo(dt)
+    bounds = _INT_RANGE.get(dt)
+    if bounds is None:
+        info = np.iinfo(dt)
+        bounds = (int(info.min), int(info.max))
+    lo, hi = bounds
+    # (ufuncs with out=, not np.nan_to_num / np.clip: the same values, without their Python
+    # wrappers' cost on the small tiles integer arithmetic mostly runs on)
     if values.dtype.kind == "f" or values.dtype in _FLOATS:
-        v = np.rint(values.astype(np.float64, copy=False))
-        v = np.nan_to_num(v, nan=0.0, posinf=info.max, neginf=info.min)
-    else:
-        v = values.astype(np.int64, copy=False)
-    return np.clip(v, info.min, info.max).astype(dt)
+        v = values.astype(np.float64)                   # a fresh array: rounded in place below
+        np.rint(v, out=v)
+        np.minimum(v, hi, out=v)                        # +inf -> max, -inf -> min; NaN stays NaN
+        np.maximum(v, lo, out=v)
+        np.copyto(v, 0.0, where=np.isnan(v))            # NaN -> 0
+        return v.astype(dt)
+    v = values.astype(np.int64)
+    np.minimum(v, hi, out=v)
+    np.maximum(v, lo, out=v)
+    return v.astype(dt)
 
+
+# integer dtype -> its (min, max) as Python ints (round_into's saturation bounds; 64-bit types,
+# which no NKI tile holds, take np.iinfo each time)
+_INT_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+              for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
 
 _FP8 = (float8_e4m3, float8_e4m3fn, float8_e5m2)
 _NAN_TAG = np.uint32(0x7FC0_0100)     # a float32 quiet NaN whose low 7 bits hold an fp8 NaN's bits

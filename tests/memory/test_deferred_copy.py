@@ -275,3 +275,63 @@ def test_copy_of_a_tile_into_itself_through_a_permuted_view(how):
     xt = x.transpose(0, 2, 1)
     want = {"tensor_tensor": xt + u, "tensor_scalar": xt * F32(2), "iadd": xt + xt}[how]
     np.testing.assert_array_equal(simulate(kernel, x, u), want)
+
+
+def _lnc2_copy_then_peer_writes(x, w):
+    """LNC2: each core copies the shared input into a whole tile, core 1 multiplies
+    with it (an on-chip reader of the deferred copy), core 0 then overwrites the input, and each
+    core stores its tile after that write (a shared-HBM store of the deferred tile)."""
+    out = nl.ndarray((2, 8, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    prod = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    me = nl.program_id(0)
+    t = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if me == 1:
+        wt = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=wt, src=w)
+        ps = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=t, moving=wt)
+        sb = nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=ps)
+        nisa.dma_copy(dst=prod, src=sb)
+    nisa.core_barrier(out, (0, 1))
+    if me == 0:
+        sevens = nl.full((8, 8), 7.0, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=sevens)
+    nisa.core_barrier(out, (0, 1))
+    nisa.dma_copy(dst=out[me], src=t)
+    return out, prod
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_lnc2_copies_keep_the_values_of_their_turn(fast):
+    from nkisim import trace
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (8, 8)).astype(F32)       # small integers: exact products
+    w = rng.integers(-3, 4, (8, 8)).astype(F32)
+    x = a.copy()
+    with trace.record() as ev:
+        out, prod = nki.simulate(_lnc2_copy_then_peer_writes, fast_paths=fast)[2](x, w)
+    np.testing.assert_array_equal(out, np.stack([a, a]))
+    np.testing.assert_array_equal(prod, a.T @ w)
+    np.testing.assert_array_equal(x, np.full((8, 8), 7, F32))
+    if not fast:
+        assert not +ev.fast_paths
+
+
+def test_a_copy_into_a_transposing_view_of_a_whole_tile_is_stored_transposed():
+    """A view that covers every element of a tile in another order (free dims swapped by
+    ``.ap()``) is not the tile's own layout: a copy through it, after a write through it, is
+    stored as that view says (read back through the tile: the free dims swapped), deferred or not."""
+    a = np.arange(32, dtype=F32).reshape(2, 4, 4)
+
+    def kernel(x):
+        out = _out((2, 4, 4))
+        t = nl.ndarray((2, 4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        tT = t.ap([[16, 2], [1, 4], [4, 4]], offset=0)         # [p, i, j] at p*16 + j*4 + i
+        nisa.memset(dst=tT, value=0.0)
+        nisa.dma_copy(dst=tT, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+    for fast in (True, False):
+        np.testing.assert_array_equal(nki.simulate(kernel, fast_paths=fast)(a), a.transpose(0, 2, 1))

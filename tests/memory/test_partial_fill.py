@@ -55,6 +55,35 @@ def test_a_sub_view_of_a_written_view_reads_values_and_the_rest_sentinel():
     np.testing.assert_array_equal(got, expect)
 
 
+def _box_inside_written(a, b):
+    """Rows 0:5 of an (8, 4, 6) tile written; a box inside them read; a box inside them written
+    again; the whole tile stored."""
+    out = nl.ndarray((8, 4, 6), dtype=a.dtype, buffer=nl.shared_hbm)
+    back = nl.ndarray((3, 2, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((8, 4, 6), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[0:5], src=a)
+    inner = nl.ndarray((3, 2, 4), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=inner, src=t[1:4, 1:3, 2:6])          # inside the written rows
+    nisa.dma_copy(dst=back, src=inner)
+    nisa.dma_copy(dst=t[2:3, 0:1, 0:2], src=b)                 # inside again, new values
+    nisa.dma_copy(dst=out, src=t)                              # rows 5:8 never written
+    return out, back
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("dtype, sentinel", [(np.float32, np.nan), (np.int32, 4)])
+def test_a_box_inside_a_written_box_reads_values_and_the_rest_sentinel(fast, dtype, sentinel):
+    import nkisim.nki as nki
+    a = (np.arange(5 * 4 * 6).reshape(5, 4, 6) + 1).astype(dtype)
+    b = np.array([[[-7, -9]]], dtype)
+    out, back = nki.simulate(_box_inside_written, fast_paths=fast)(a, b)
+    expect = np.full((8, 4, 6), sentinel, dtype)
+    expect[0:5] = a
+    expect[2:3, 0:1, 0:2] = b
+    np.testing.assert_array_equal(back, a[1:4, 1:3, 2:6])
+    np.testing.assert_array_equal(out, expect)
+
+
 def test_accumulating_matmuls_into_part_of_a_fresh_psum_tile():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 256), dtype=np.float32)

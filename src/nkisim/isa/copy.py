@@ -167,8 +167,43 @@ def affine_values(op: str, pattern, offset, channel_multiplier, p: int, free_siz
     ``pattern`` = [[step, count], ...] (outermost first, at most 4 entries; missing dims have size 1).
 
     The arithmetic is 32-bit two's complement (Decision: sums wrap modulo 2**32).
+    Decision (speed; no visible effect): for compile-time parameters (Python ints only, no
+    runtime offset) the read-only array is kept per parameters and handed out again (callers
+    only read it: ``write`` copies it into dst); a loop issuing the same iota builds it once.
     Raises: ShapeError (pattern form, element count), DtypeError (non-int32 parameters).
     """
+    key = _affine_key(pattern, offset, channel_multiplier, p, free_size)
+    if key is not None:
+        hit = _AFFINE.get(key)
+        if hit is not None:
+            return hit
+    v = _affine_values(op, pattern, offset, channel_multiplier, p, free_size)
+    if key is not None:
+        if len(_AFFINE) >= 1024:
+            _AFFINE.clear()
+        v.flags.writeable = False
+        _AFFINE[key] = v
+    return v
+
+
+_AFFINE: dict = {}      # _affine_key(...) -> affine_values' (read-only) array for those parameters
+
+
+def _affine_key(pattern, offset, channel_multiplier, p, free_size):
+    """A memo key for ``affine_values`` when every parameter is a plain Python int (a list of
+    [int, int] pairs for ``pattern``), else None (``1.0 == 1`` and ``True == 1`` must not find
+    an entry whose checks they never passed)."""
+    if type(offset) is not int or type(channel_multiplier) is not int or type(pattern) not in (list, tuple):
+        return None
+    out = []
+    for e in pattern:
+        if type(e) not in (list, tuple) or len(e) != 2 or type(e[0]) is not int or type(e[1]) is not int:
+            return None
+        out.append((e[0], e[1]))
+    return (tuple(out), offset, channel_multiplier, p, free_size)
+
+
+def _affine_values(op, pattern, offset, channel_multiplier, p, free_size) -> np.ndarray:
     try:
         pairs = [(int32_param(op, "pattern step", e[0]), operator.index(e[1])) for e in pattern]
         bad = any(len(e) != 2 for e in pattern)

@@ -251,7 +251,7 @@ def _whole_view(alloc, lay) -> NkiTensor:
     """The whole row-major view of a new allocation of layout ``lay`` (with the layout's
     Geometry record: memory.tensor.Geometry)."""
     t = NkiTensor(alloc, lay.shape, lay.strides, 0)
-    t._whole = True
+    t._whole = t._order = True
     geo = t._geo = lay.geo
     t._sig = geo.sig
     return t
@@ -464,7 +464,7 @@ def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
     if hooks and (t.alloc.init is not None or t.alloc.watch is not None):
         _on_read(t)
     lazy = t.alloc.lazy
-    if lazy is not None and t._whole and t.dtype is t.alloc.dtype:
+    if lazy is not None and _in_order(t):
         return _deferred(t, lazy)
     return t.np()
 
@@ -490,7 +490,7 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
         if hooks and (alloc.init is not None or alloc.watch is not None):
             _on_read(t)
         lazy = alloc.lazy
-        if lazy is not None and t._whole and t.dtype is alloc.dtype:
+        if lazy is not None and _in_order(t):
             a = _deferred(t, lazy)
             if a.dtype == F32:
                 return a
@@ -644,7 +644,7 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
         else:
             _settle(t)
     lazy = alloc.lazy
-    if lazy is not None and add and t._whole and t.dtype is F32 and t.storage.dtype is F32 \
+    if lazy is not None and add and _in_order(t) and t.dtype is F32 and t.storage.dtype is F32 \
             and lazy.strides[-1]:   # (a stride-0 fill is faster written out, then added to)
         alloc.lazy = None           # one pass below: dst = (deferred source) + values
     else:
@@ -790,7 +790,7 @@ def _can_defer(t: NkiTensor) -> bool:
     LNC1 launch, not deferred already and not itself the source of a deferred copy."""
     alloc = t.alloc
     rec = alloc.rec
-    return (not _keeping and rec is not None and rec.mem.deferrable and t._whole is True and alloc.lazy is None
+    return (not _keeping and rec is not None and rec.mem.deferrable and alloc.lazy is None and _in_order(t)
             and not alloc.dependents)
 
 
@@ -803,11 +803,14 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     reads the source directly (``read_raw``/``read_f32``); any other access to ``dst``
     (``NkiTensor.np``) makes the copy first, and so does any write to the source allocation
     first (``write``/``out_f32``/``restore`` call ``release_dependents``), so every read sees the
-    values of the moment of the copy. Only for LNC1 launches (one thread) and single-level
-    (a deferred copy is never the source of another). The hooks of the source read (race,
+    values of the moment of the copy. Only for LNC1 launches and single-level (a deferred copy
+    is never the source of another). Decision (measured, issue 14): not under LNC2, where a core
+    waiting for its shared-HBM turn while holding a source view could see the other core's
+    write, and deferring the decode weights there gained nothing (the matmul then reads the
+    strided source). The hooks of the source read (race,
     uninitialised) and of the destination write run as for a real copy.
     """
-    if dst._whole is not True:      # (_can_defer's test, first: a partial view never defers)
+    if dst._whole is False or not _in_order(dst):   # (_can_defer's test, first: a partial view never defers)
         return False
     da, sa = dst.alloc, src.alloc
     if (not _can_defer(dst) or da is sa or sa.lazy is not None or src.shape != dst.shape
@@ -932,6 +935,32 @@ def _whole(t: NkiTensor) -> bool:
 _COVERS: dict = {}      # (shape, strides, offset, storage size) -> NkiTensor.covers_all()
 
 
+def _in_order(t: NkiTensor) -> bool:
+    """True when ``t`` is its allocation's whole row-major view: the allocation's shape, dtype and
+    storage, offset 0, row-major strides -- every element where the allocation's own whole view
+    has it (what a deferred copy's source view stands for; a view that covers every element in
+    another order, e.g. a transposing ``.ap()``, is not one). Cached on the view."""
+    w = t._order
+    if w is None:
+        alloc = t.alloc
+        shape = t.shape
+        w = t._order = (t.offset == 0 and shape == alloc.shape and t.storage is alloc.storage
+                        and t.dtype is alloc.dtype and t.strides == _row_major(shape))
+    return w
+
+
+def _row_major(shape: tuple) -> tuple:
+    strides = _ROW_MAJOR.get(shape)
+    if strides is None:
+        if len(_ROW_MAJOR) >= 4096:
+            _ROW_MAJOR.clear()
+        strides = _ROW_MAJOR[shape] = _contiguous_strides(shape)
+    return strides
+
+
+_ROW_MAJOR: dict = {}   # shape -> its row-major (element) strides
+
+
 def matmul_flags(t: NkiTensor):
     """Whether each element of a PSUM view was last written by a matmul: a Python bool when the
     whole view agrees (the common case, O(1)), else a bool array of the view's shape."""
@@ -946,6 +975,8 @@ def matmul_flags(t: NkiTensor):
     if last and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
         _count("matmul_flags_view")
         return last[3]          # every element of this view holds that value (set_matmul_flags)
+    if flags is _ONE_VIEW:
+        flags = _flags_array(alloc)
     view = np.ndarray(t.shape, np.bool_, buffer=flags, offset=t.offset, strides=t.strides)
     if view.all():
         return True
@@ -953,6 +984,17 @@ def matmul_flags(t: NkiTensor):
 
 
 _NO_VIEW = ()     # Allocation.mm_view of a fast-path PSUM tile with no view kept yet
+# Allocation.mm_flags of a fast-path PSUM tile whose flags differ only in one view: the elements
+# of ``mm_view`` hold its value, every other element the other value (no array made yet)
+_ONE_VIEW = object()
+
+
+def _flags_array(alloc) -> np.ndarray:
+    """The flags array of a ``_ONE_VIEW`` tile, made now (and kept as ``alloc.mm_flags``)."""
+    offset, shape, strides, value = alloc.mm_view
+    flags = alloc.mm_flags = np.full(alloc.storage.shape, not value, np.bool_)
+    np.ndarray(shape, np.bool_, buffer=flags, offset=offset, strides=strides)[...] = value
+    return flags
 
 
 def unwritten(t: NkiTensor):
@@ -1019,8 +1061,11 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
     until it marks another view every element of that one still holds the value: marking it
     again with the same value is skipped, and ``matmul_flags`` of it answers without reading
     the flags (an accumulating ``nc_matmul`` into the same part of a PSUM tile, K step after K
-    step). A write of the whole tile forgets the kept view. Off with the other fast paths
-    (``NKISIM_FAST_PATHS=0``)."""
+    step). A uniform tile whose first differing mark is one view keeps no array at all
+    (``_ONE_VIEW``: that view holds its value, the rest the other one) until another view is
+    marked or asked about (a matmul into ``psum[0:m, 0:n]`` of a larger tile, read back through
+    the same view). A write of the whole tile forgets the kept view. Off with the other fast
+    paths (``NKISIM_FAST_PATHS=0``)."""
     alloc = t.alloc
     whole = _whole(t)
     if alloc.blank is not False:
@@ -1034,7 +1079,16 @@ def set_matmul_flags(t: NkiTensor, value: bool) -> None:
     if isinstance(flags, bool):
         if flags == value:
             return
+        if alloc.mm_view is not None and t.storage is alloc.storage:
+            alloc.mm_flags = _ONE_VIEW
+            alloc.mm_view = (t.offset, t.shape, t.strides, bool(value))
+            return
         flags = alloc.mm_flags = np.full(alloc.storage.shape, flags, np.bool_)
+    elif flags is _ONE_VIEW:
+        last = alloc.mm_view
+        if last[3] == value and last[0] == t.offset and last[1] == t.shape and last[2] == t.strides:
+            return
+        flags = _flags_array(alloc)
     if t.storage is not alloc.storage:
         flags[...] = value          # a reinterpreted view: be conservative, mark everything
         if alloc.mm_view is not None:

@@ -109,7 +109,11 @@ class Rec:
         if write or m.writing:
             self.last_write = c
             if self.read_at is None:
-                srcs = [r for r in m.reads if r is not self] if m.reads_clock == c else []
+                if m.reads_clock != c:
+                    srcs = []
+                else:       # (a copy when this tile was not read: no comprehension frame per write)
+                    reads = m.reads
+                    srcs = reads.copy() if self not in reads else [r for r in reads if r is not self]
                 if self.pend is None:
                     self.pend = [(c, srcs)]
                 else:

@@ -101,7 +101,8 @@ class Allocation:
             if self.pending:
                 parts = self.parts
                 if parts:
-                    if view is not None and view.storage is self.storage and _among(view, parts):
+                    if view is not None and view.storage is self.storage and (
+                            _among(view, parts) or _inside(view, parts, self.shape)):
                         return
                     kept = [(p[3], p[3].copy()) for p in parts]     # written: keep the values
                     _dt.fill_sentinel(self.storage, self.dtype)
@@ -186,6 +187,40 @@ def _among(view, parts) -> bool:
     return False
 
 
+def _inside(view, parts, shape) -> bool:
+    """Every element of ``view`` lies in one of ``parts`` (``wrote_part``'s written views), both
+    boxes of the allocation's row-major layout of ``shape``: the same number of dims, its
+    strides, and each dim's start + size within the dim (e.g. ``x[0:n, k0:k1]`` read after
+    ``x[0:n, :]`` was written). False when that cannot be told this way (then ``fill`` fills)."""
+    strides = view.strides
+    offset = view.offset
+    if view.dynamic or type(offset) is not int or len(strides) != len(shape) or \
+            strides != _contiguous_strides(shape):
+        return False
+    box = _box(offset, view.shape, strides, shape)
+    if box is None:
+        return False
+    for p in parts:
+        if p[2] != strides:
+            continue
+        pbox = _box(p[0], p[1], strides, shape)
+        if pbox is not None and all(ps <= s and s + n <= ps + pn for (s, n), (ps, pn) in zip(box, pbox)):
+            return True
+    return False
+
+
+def _box(offset, vshape, strides, shape):
+    """((start, size), ...) per dim of a view of row-major ``strides`` over ``shape`` starting at
+    element ``offset``, or None when a dim runs past its end (the view is not a box)."""
+    out = []
+    for st, n, size in zip(strides, vshape, shape):
+        start, offset = divmod(offset, st)
+        if start + n > size:
+            return None
+        out.append((start, n))
+    return out
+
+
 def _contiguous_strides(shape):
     strides, acc = [], 1
     for n in reversed(shape):
@@ -227,7 +262,7 @@ class NkiTensor:
     row-major per partition. Strides and offset count elements of the storage dtype.
     """
     __slots__ = ("alloc", "storage", "shape", "strides", "offset", "dtype", "_np", "_whole", "_sig", "oob",
-                 "dynamic", "_views", "_geo")
+                 "dynamic", "_views", "_geo", "_order")
 
     def __init__(self, alloc: Allocation, shape, strides, offset, dtype=None, storage=None):
         self.alloc = alloc
@@ -243,6 +278,7 @@ class NkiTensor:
         self.dynamic = False    # the offset holds a runtime value (dynamic select, .ap(scalar_offset))
         self._views = None      # static index key -> the view ``self[key]`` built before (__getitem__)
         self._geo = None        # the view's Geometry record, when it has one (see Geometry)
+        self._order = None      # its allocation's whole row-major view (access._in_order), if known
 
     # ---- attributes -------------------------------------------------------------------------
     @property
@@ -520,7 +556,10 @@ class NkiTensor:
                     t = NkiTensor(self.alloc, kid.shape, kid.strides, kid.offset, self.dtype, self.storage)
                     t._geo = kid
                     t._sig = kid.sig
-                self._remember(memo, t)
+                if views is None:       # (_remember, inlined: once per view of every fresh tile)
+                    self._views = {memo: t}
+                else:
+                    self._remember(memo, t)
                 return t
             # the same static key on a view of the same geometry (a fresh tile of a loop) gives
             # the same geometry: built and checked once per process (errors are never stored)

@@ -84,6 +84,8 @@ class Rendezvous:
         self.holding = [False] * parties       # a core runs a shared-HBM instruction (has the turn)
         self.away: list = [None] * parties     # (ready, op, where, needs) of the collective a core waits at
         self.hub = None                        # the greenlet that schedules the cores (the caller's)
+        self.workers: list = [None] * parties  # each core's greenlet, once started (run_cores)
+        self.running = 0                       # the core whose greenlet runs now
 
     # ---- cores --------------------------------------------------------------------------------
     def attach(self, core) -> None:
@@ -103,8 +105,17 @@ class Rendezvous:
         core.fast = False          # the fast lane then takes run(), which calls before_ins
 
     def pause(self) -> None:
-        """The running core must wait: let the other core run (back to the scheduler)."""
-        self.hub.switch()
+        """The running core must wait: let the other core run -- switched into directly when it
+        has started and not finished (one greenlet switch, not two through the scheduler), else
+        through the scheduler (``run_cores``), which starts it. The order the cores run in is the
+        scheduler's either way: the core that waits hands over to the other one."""
+        peer = 1 - self.running
+        g = self.workers[peer]
+        if g is not None and not self.finished[peer]:
+            self.running = peer
+            g.switch()
+        else:
+            self.hub.switch()
         if self.cancelled:
             raise CoreStopped
 
@@ -289,7 +300,8 @@ def run_cores(func, args, kwargs, launch, finish: Callable):
 
     Each core runs in a greenlet (``_take_worker``) with a contextvars context of its own (its
     ``state.current``); the caller's greenlet schedules them: core 0 first, then whichever core is not the one that just
-    paused or finished. A launch never outlives its call: on any exit (a core failed, the
+    paused or finished (a core that pauses while the other has started switches into it
+    directly, ``Rendezvous.pause``: the same order, one switch). A launch never outlives its call: on any exit (a core failed, the
     caller's thread was interrupted, e.g. KeyboardInterrupt, or a rank of a multi-rank launch
     failed) the rendezvous is cancelled and every core that is suspended is stopped where it
     waits (a core never started is not started), so the caller's arrays are restored after the
@@ -319,25 +331,25 @@ def run_cores(func, args, kwargs, launch, finish: Callable):
             sync.core_finished(core_id)
 
     hub = sync.hub = greenlet.getcurrent()
-    workers: list = [None] * n                    # each core's worker greenlet, once started
+    workers = sync.workers                        # each core's worker greenlet, once started
     done = [False] * n
     try:
-        c = 0
-        while not sync.cancelled:
-            live = [i for i in range(n) if not done[i]]
-            if not live:
-                break
-            if c not in live:
-                c = live[0]
+        c, left = 0, n
+        while left and not sync.cancelled:
+            if done[c]:
+                c = done.index(False)
             g = workers[c]
+            sync.running = c
             if g is None:
                 g = workers[c] = _take_worker(hub)
                 got = g.switch(functools.partial(body, c))
             else:
                 got = g.switch()
+            c = sync.running        # the core that handed back (cores switch into each other: pause)
             if got is _DONE:
                 done[c] = True
-                _give_back(g)
+                left -= 1
+                _give_back(workers[c])
             c = (c + 1) % n
     except BaseException:
         sync.cancel()

@@ -142,7 +142,22 @@ def _self_overlapping(a: np.ndarray) -> bool:
     (``np.broadcast_to``, torch ``expand``) or overlapping ``as_strided`` windows.
     Exact: dims sorted by stride, each must step past everything the smaller ones span; when
     that does not hold the element addresses are compared (arrays up to 2**24 elements; larger
-    ones are taken as not overlapping, as torch does when the check is "too hard")."""
+    ones are taken as not overlapping, as torch does when the check is "too hard"). The answer
+    depends on the shape, strides and item size only: kept per layout (every launch asks it of
+    every argument)."""
+    key = (a.shape, a.strides, a.itemsize)
+    hit = _OVERLAPPING.get(key)
+    if hit is None:
+        if len(_OVERLAPPING) >= 4096:
+            _OVERLAPPING.clear()
+        hit = _OVERLAPPING[key] = _overlapping(a)
+    return hit
+
+
+_OVERLAPPING: dict = {}     # (shape, byte strides, item size) -> _self_overlapping's answer
+
+
+def _overlapping(a: np.ndarray) -> bool:
     dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n > 1)
     if not dims or a.size == 0:
         return False
