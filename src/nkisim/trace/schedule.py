@@ -58,6 +58,7 @@ the accesses a write covers (they can never bind again: the covering write ended
 """
 from __future__ import annotations
 
+from heapq import heapreplace
 from operator import attrgetter
 from typing import Sequence
 
@@ -231,7 +232,7 @@ class _Core:
     """One core's scheduling state."""
     __slots__ = ("engine_free", "queue_free", "dma_pipe", "deps", "ports", "floor", "frontier",
                  "syncs", "pending", "tensor_end", "latest", "floor_idx", "phys", "keys", "tracks",
-                 "dma_tracks")
+                 "dma_tracks", "written", "queue_heap")
 
     def __init__(self, queues: int, dma_rate: float, phys: dict | None = None, keys: dict | None = None,
                  core: int = 0):
@@ -239,6 +240,7 @@ class _Core:
         self.keys = keys if keys is not None else {}   # on-chip alloc id -> its buffer's number
         self.engine_free: dict = {}
         self.queue_free = [0.0] * queues
+        self.queue_heap = [(0.0, q) for q in range(queues)]     # (free time, queue): the next queue on top
         self.dma_pipe = _Pipe(dma_rate)
         self.deps: dict = {}        # buffer -> [writes [(p0, p1, b0, b1, end, idx)], reads {range: (end, idx)}]
         self.ports: dict = {}       # shared port -> free time
@@ -251,10 +253,12 @@ class _Core:
         self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
         self.tracks = {k: f"core{core}.{k}" for k in ("tensor", "vector", "scalar", "gpsimd", "sync")}
         self.dma_tracks = [f"core{core}.dma{q}" for q in range(queues)]
+        self.written = None
 
 
 _WHERE = attrgetter("alloc", "part_start", "part_end", "byte_start", "byte_end")
 _ALL = (0, _WHOLE, 0, _WHOLE)
+_RANGE = attrgetter("part_start", "part_end", "byte_start", "byte_end")
 
 
 def _accesses(ops, keys: dict) -> list:
@@ -277,17 +281,32 @@ def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict
     site live at the same time (a list of tiles filled by a loop; one helper called twice per
     iteration) get a lane each. The j-th tile of a lane gets slot ``j mod K``, so a lane's tile
     shares its buffer with the one K tiles before it, which is dead by then."""
+    return _scan(events, buffers)[0]
+
+
+def _scan(events: Sequence[Instruction], buffers: int | None) -> tuple:
+    """``(physical_buffers(events, buffers), the ids of every allocation some event writes)``, in
+    one pass over the operands."""
     if buffers is None:
-        return {}
+        return {}, {o.alloc for ev in events for o in ev.writes}
     if isinstance(buffers, bool) or not isinstance(buffers, int) or buffers < 1:
         raise ValueError(f"schedule.estimate: loop_buffers must be a positive integer or None (the "
                          f"physical buffers of a loop body's tile), got {buffers!r}")
     first: dict = {}
     last: dict = {}
+    written: set = set()
+    wrote = written.add
     for i, ev in enumerate(events):
-        for o in ev.reads + ev.writes:
+        for o in ev.reads:
             if o.buffer in _ON_CHIP:
                 a = o.alloc
+                if a not in first:
+                    first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
+                last[a] = i
+        for o in ev.writes:
+            a = o.alloc
+            wrote(a)
+            if o.buffer in _ON_CHIP:
                 if a not in first:
                     first[a] = (i, (ev.core, ev.location, o.role, o.buffer))
                 last[a] = i
@@ -306,7 +325,7 @@ def physical_buffers(events: Sequence[Instruction], buffers: int | None) -> dict
         phys[a] = (*site, n, lane[1] % buffers)
         lane[0] = last[a]
         lane[1] += 1
-    return phys
+    return phys, written
 
 
 def _deps(st: _Core, reads: list, writes: list):
@@ -353,7 +372,7 @@ def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
         if e is None:
             e = deps.get(alloc)
             if e is None:
-                deps[alloc] = [[(*r, end, idx)], {}]
+                deps[alloc] = [[r + (end, idx)], {}]
                 continue
         p0, p1, b0, b1 = r
         ws, rd = e
@@ -361,17 +380,18 @@ def _record(st: _Core, reads: list, writes: list, end: float, idx: int) -> None:
             if len(ws) == 1:            # the common case (a tile rewritten whole), no new list
                 x = ws[0]
                 if p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1:
-                    ws = e[0] = []
+                    ws.clear()
             else:
                 ws = e[0] = [x for x in ws if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)]
         if rd:
             if len(rd) == 1:            # the common case (one read range), no new dict
                 for x in rd:
                     if p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1:
-                        e[1] = {}
+                        rd.clear()
+                    break
             else:
                 e[1] = {x: v for x, v in rd.items() if not (p0 <= x[0] and x[1] <= p1 and b0 <= x[2] and x[3] <= b1)}
-        ws.append((*r, end, idx))
+        ws.append(r + (end, idx))
 
 
 def _ports(t: arch.Target, kind: str, ev: Instruction, phys: dict) -> tuple:
@@ -418,10 +438,13 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
         per_core.setdefault(ev.core, []).append(i)
     cores = sorted(per_core)
     dma_rate = t.dma_core_bytes_per_ns
-    phys = physical_buffers(events, loop_buffers)
+    phys, written = _scan(events, loop_buffers)
     numbers: dict = {}          # physical buffer -> a small int (a cheap dependency-table key)
     keys = {a: numbers.setdefault(b, len(numbers)) for a, b in phys.items()}
     state = {c: _Core(t.dma_engines, dma_rate, phys, keys, c) for c in cores}
+    written = {keys.get(a, a) for a in written}     # dependency keys some event writes
+    for st in state.values():
+        st.written = written
     pos = {c: 0 for c in cores}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
@@ -517,23 +540,28 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
     keys, deps = st.keys, st.deps
     ready, dep = 0.0, None
     reads = []
-    for a, p0, p1, b0, b1 in map(_WHERE, ev.reads):
+    written = st.written
+    for o in ev.reads:
+        a = o.alloc
         a = keys.get(a, a)
-        if not b1:
-            p0, p1, b0, b1 = _ALL
+        if a not in written:        # nothing ever writes these bytes: no dependency either way
+            continue
+        r = _RANGE(o) if o.byte_end else _ALL
+        p0, p1, b0, b1 = r
         e = deps.get(a)
-        reads.append((a, (p0, p1, b0, b1), e))
+        reads.append((a, r, e))
         if e is not None:
             for w in e[0]:                  # (p0, p1, b0, b1, end, span index)
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
                     ready, dep = w[4], w[5]
     writes = []
-    for a, p0, p1, b0, b1 in map(_WHERE, ev.writes):
+    for o in ev.writes:
+        a = o.alloc
         a = keys.get(a, a)
-        if not b1:
-            p0, p1, b0, b1 = _ALL
+        r = _RANGE(o) if o.byte_end else _ALL
+        p0, p1, b0, b1 = r
         e = deps.get(a)
-        writes.append((a, (p0, p1, b0, b1), e))
+        writes.append((a, r, e))
         if e is not None:
             for w in e[0]:
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
@@ -544,9 +572,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
     if not_before > ready:
         ready, dep = not_before, None
     if kind == "dma":
-        qf = st.queue_free
-        free = min(qf)
-        q = qf.index(free)
+        free, q = st.queue_heap[0]      # the queue free first, the lowest number on ties
         track = st.dma_tracks[q]
     else:
         free = st.engine_free.get(kind, 0.0)
@@ -575,6 +601,7 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
         if end > data + dma_bytes / rate * 1.000001:
             why += shared["why"].bandwidth
         st.queue_free[q] = end
+        heapreplace(st.queue_heap, (end, q))
     else:
         dur = co.duration_ns
         if kind == "tensor":
