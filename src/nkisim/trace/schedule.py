@@ -448,19 +448,20 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     pos = {c: 0 for c in cores}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
-    shared = {"hbm": _Pipe(hbm_rate), "why": _Notes(t, dma_rate, hbm_rate)}
-    peak_mode = 0.0
-    waiting: dict = {}          # (op, k) -> {core: (index, arrival, cost)}
+    hbm = _Pipe(hbm_rate)
+    notes = _Notes(t, dma_rate, hbm_rate)
+    waiting: dict = {}          # (op, k) -> {core: (index, arrival, prepared cost)}
     memo: dict = {}             # cost() depends only on the event's op, engine, operand shapes, options
-    by_origin: dict = {}        # id(origin event) -> its cost (origins live as long as ``events``)
+    by_origin: dict = {}        # id(origin event) -> its prepared cost (origins live as long as ``events``)
+    prepared: dict = {}         # id(Cost) -> its ``_prepare`` tuple (which keeps the Cost alive)
 
     def cost_of(ev):
         o = ev.origin           # a replayed event: its template's cost (equal key by construction)
         if o is not None:
-            co = by_origin.get(id(o))
-            if co is None:
-                co = by_origin[id(o)] = cost_of(o)
-            return co
+            pc = by_origin.get(id(o))
+            if pc is None:
+                pc = by_origin[id(o)] = cost_of(o)
+            return pc
         try:
             ck = (ev.op, ev.engine, tuple(map(_COST_KEY, ev.reads)), tuple(map(_COST_KEY, ev.writes)),
                   tuple(ev.options.items()))
@@ -469,33 +470,32 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
                 co = memo[ck] = cost(ev, t)
         except TypeError:               # an unhashable option value: no memo
             co = cost(ev, t)
-        return co
+        pc = prepared.get(id(co))
+        if pc is None:
+            pc = prepared[id(co)] = _prepare(co, notes)
+        return pc
 
     if len(cores) == 1:         # one core: its events in order, no rendezvous
         st = state[cores[0]]
         for idx, ev in enumerate(events):
             o = ev.origin           # cost_of's first step, inlined: a replayed event's known cost
-            co = by_origin.get(id(o)) if o is not None else None
-            if co is None:
-                co = cost_of(ev)
-            if co.flops and co.peak_flops_per_ns > peak_mode:
-                peak_mode = co.peak_flops_per_ns
-            _place(idx, ev, co, st, t, spans, shared, 0.0)
+            pc = by_origin.get(id(o)) if o is not None else None
+            if pc is None:
+                pc = cost_of(ev)
+            _place(idx, ev, pc, st, t, spans, hbm, 0.0)
     while len(cores) > 1:
         live = [c for c in cores if pos[c] < len(per_core[c]) and state[c].pending is None]
         if not live:
             if not waiting:
                 break
             key = min(waiting)       # release the oldest rendezvous (partners finished or absent)
-            _release(waiting.pop(key), key, events, spans, state, pos, t, shared)
+            _release(waiting.pop(key), key, events, spans, state, pos, t, hbm)
             continue
         c = live[0] if len(live) == 1 else min(live, key=lambda k: (state[k].frontier, k))
         st = state[c]
         idx = per_core[c][pos[c]]
         ev = events[idx]
-        co = cost_of(ev)
-        if co.flops and co.peak_flops_per_ns > peak_mode:
-            peak_mode = co.peak_flops_per_ns
+        pc = cost_of(ev)
         if ev.op in _SYNC_OPS and len(cores) > 1:
             k = st.syncs.get(ev.op, 0)
             st.syncs[ev.op] = k + 1
@@ -504,15 +504,17 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
                 if ev.op == "core_barrier" else max(ready, st.floor)
             key = (ev.op, k)
             group = waiting.setdefault(key, {})
-            group[c] = (idx, arrive, co, st.latest[1])
+            group[c] = (idx, arrive, pc, st.latest[1])
             st.pending = key
             st.frontier = arrive
             if len(group) == len(cores):
-                _release(waiting.pop(key), key, events, spans, state, pos, t, shared)
+                _release(waiting.pop(key), key, events, spans, state, pos, t, hbm)
             continue
-        _place(idx, ev, co, st, t, spans, shared, 0.0)
+        _place(idx, ev, pc, st, t, spans, hbm, 0.0)
         pos[c] += 1
 
+    # every event's cost is one of the prepared ones: the TensorE peak of the modes used
+    peak_mode = max((pc[0].peak_flops_per_ns for pc in prepared.values() if pc[0].flops), default=0.0)
     total = max((s.end_ns for s in spans), default=0.0)
     return Timeline(target=t.name, lnc=lnc, spans=spans, total_ns=total,
                     peak_flops_per_ns=(peak_mode or pe_peak_flops_per_ns(t)) * ncores,
@@ -533,10 +535,28 @@ _PORT_KINDS = frozenset(("vector", "gpsimd", "scalar"))
 _new = object.__new__
 
 
-def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
-    """Place one instruction on its engine / queue of core state ``st``: its dependencies
-    (``_deps``'s rule, inlined), its track, shared ports, bandwidth; then ``_record``."""
-    kind = co.kind
+def _prepare(co, notes: _Notes) -> tuple:
+    """What ``_place`` reads of one ``Cost``, worked out once per cost (not per event): ``(cost,
+    kind, is DMA, why, fixed_ns, dma_bytes, rate, HBM bytes per byte moved (0: none), the
+    unshared end's tolerance, why with the bandwidth note, duration_ns, duration + wait overhead,
+    why with the wait note, hbm_bytes, flops, takes shared ports)``. Each derived float is the
+    operation ``_place`` would do, so the same bits."""
+    kind, dma_bytes, rate = co.kind, co.dma_bytes, co.rate
+    dma = kind == "dma"
+    return (co, kind, dma, co.why, co.fixed_ns, dma_bytes, rate,
+            co.hbm_bytes / dma_bytes if dma and co.hbm_bytes else 0,
+            dma_bytes / rate * 1.000001 if dma else 0.0, co.why + notes.bandwidth,
+            co.duration_ns, co.duration_ns + co.wait_overhead_ns,
+            co.why + (notes.mm_init if kind == "tensor" else notes.static),
+            co.hbm_bytes, co.flops, kind in _PORT_KINDS)
+
+
+def _place(idx, ev, pc, st: _Core, t, spans, hbm: _Pipe, not_before) -> None:
+    """Place one instruction (prepared cost ``pc``, see ``_prepare``) on its engine / queue of
+    core state ``st``: its dependencies (``_deps``'s rule, inlined; reads of bytes nothing ever
+    writes skipped), its track, shared ports, bandwidth; then ``_record``."""
+    (co, kind, dma, why, fixed_ns, dma_bytes, rate, hbm_f, tol, why_bw, dur, dur_wait, why_wait,
+     hbm_bytes, flops, takes_ports) = pc
     keys, deps = st.keys, st.deps
     ready, dep = 0.0, None
     reads = []
@@ -571,52 +591,53 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
                     ready, dep = w[0], w[1]
     if not_before > ready:
         ready, dep = not_before, None
-    if kind == "dma":
+    if dma:
         free, q = st.queue_heap[0]      # the queue free first, the lowest number on ties
         track = st.dma_tracks[q]
     else:
         free = st.engine_free.get(kind, 0.0)
         track = st.tracks.get(kind) or f"core{ev.core}.{kind}"
     waited = None
-    if st.floor > free:                 # held by a barrier: that is what this start waited on
-        free, waited = st.floor, st.floor_idx
+    floor = st.floor
+    if floor > free:                    # held by a barrier: that is what this start waited on
+        free, waited = floor, st.floor_idx
     start = free
     bound = dep is not None and ready >= free     # the dependency, not the track, sets the start
     if ready > free:
         start, waited = ready, dep
-    why = co.why
-    ports = _ports(t, kind, ev, st.phys) if kind in _PORT_KINDS else ()
+    ports = _ports(t, kind, ev, st.phys) if takes_ports else ()
     for p in ports:
         pf = st.ports.get(p, 0.0)
         if pf > start:
             start, waited = pf, None
             why = co.why + f"; waited for the shared port {p}"
-    if kind == "dma":
-        data = start + co.fixed_ns
-        dma_bytes, rate = co.dma_bytes, co.rate
-        if co.hbm_bytes:
-            end = _reserve2(data, dma_bytes, rate, st.dma_pipe, shared["hbm"], co.hbm_bytes / dma_bytes)
+    if dma:
+        data = start + fixed_ns
+        if hbm_f:
+            end = _reserve2(data, dma_bytes, rate, st.dma_pipe, hbm, hbm_f)
         else:
             end = _reserve(data, dma_bytes, rate, ((st.dma_pipe, 1.0),))
-        if end > data + dma_bytes / rate * 1.000001:
-            why += shared["why"].bandwidth
+        if end > data + tol:
+            why = why_bw if why is co.why else why + why_bw[len(co.why):]
         st.queue_free[q] = end
         heapreplace(st.queue_heap, (end, q))
     else:
-        dur = co.duration_ns
         if kind == "tensor":
-            if st.tensor_end is None or start > st.tensor_end:
-                dur += co.wait_overhead_ns
-                why += shared["why"].mm_init
-        elif bound:
-            dur += co.wait_overhead_ns
-            why += shared["why"].static
-        end = start + dur
-        if co.hbm_bytes:            # a compute engine reading HBM (rare) still takes HBM bandwidth
-            end = max(end, _reserve(start, co.hbm_bytes, co.hbm_bytes / dur, ((shared["hbm"], 1.0),)))
+            te = st.tensor_end
+            if te is None or start > te:
+                dur = dur_wait
+                why = why_wait if why is co.why else why + why_wait[len(co.why):]
+            st.tensor_end = end = start + dur
+        else:
+            if bound:
+                dur = dur_wait
+                why = why_wait if why is co.why else why + why_wait[len(co.why):]
+            end = start + dur
+        if hbm_bytes:               # a compute engine reading HBM (rare) still takes HBM bandwidth
+            end = max(end, _reserve(start, hbm_bytes, hbm_bytes / dur, ((hbm, 1.0),)))
+            if kind == "tensor":
+                st.tensor_end = end
         st.engine_free[kind] = end
-        if kind == "tensor":
-            st.tensor_end = end
     for p in ports:
         st.ports[p] = end
     _record(st, reads, writes, end, idx)
@@ -626,18 +647,20 @@ def _place(idx, ev, co, st: _Core, t, spans, shared, not_before) -> None:
         st.latest = (end, idx)
     s = _new(Span)              # every field set: what Span(ev, track, start, end, ...) builds, faster
     s.event, s.track, s.start_ns, s.end_ns = ev, track, start, end
-    s.flops, s.hbm_bytes, s.waited_on, s.why = co.flops, co.hbm_bytes, waited, why
+    s.flops, s.hbm_bytes, s.waited_on, s.why = flops, hbm_bytes, waited, why
     spans[idx] = s
 
 
-def _release(group, key, events, spans, state, pos, t, shared) -> None:
-    """Release a rendezvous: every core of ``group`` (core -> (index, arrival, cost)) continues."""
+def _release(group, key, events, spans, state, pos, t, hbm) -> None:
+    """Release a rendezvous: every core of ``group`` (core -> (index, arrival, prepared cost,
+    latest span)) continues."""
     op = key[0]
     last = max(a for _, a, _, _ in group.values())
     # the barrier is bound by the core that arrived last, and that core by its span ending last
     binding = max(group.values(), key=lambda g: g[1])[3]
     for c in sorted(group):
-        idx, arrive, co, _ = group[c]
+        idx, arrive, pc, _ = group[c]
+        co = pc[0]
         st = state[c]
         ev = events[idx]
         if op == "core_barrier":
@@ -652,7 +675,7 @@ def _release(group, key, events, spans, state, pos, t, shared) -> None:
             _record(st, [(*x, None) for x in _accesses(ev.reads, st.keys)],
                     [(*x, None) for x in _accesses(ev.writes, st.keys)], release, idx)
         else:
-            _place(idx, ev, co, st, t, spans, shared, last)
+            _place(idx, ev, pc, st, t, spans, hbm, last)
         st.pending = None
         pos[c] += 1
 
