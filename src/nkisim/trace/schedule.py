@@ -586,9 +586,11 @@ def _place(idx, ev, pc, st: _Core, t, spans, hbm: _Pipe, not_before) -> None:
             for w in e[0]:
                 if w[4] > ready and p0 < w[1] and w[0] < p1 and b0 < w[3] and w[2] < b1:
                     ready, dep = w[4], w[5]
-            for r, w in e[1].items():       # range -> (end, span index)
-                if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
-                    ready, dep = w[0], w[1]
+            rd = e[1]
+            if rd:
+                for r, w in rd.items():     # range -> (end, span index)
+                    if w[0] > ready and p0 < r[1] and r[0] < p1 and b0 < r[3] and r[2] < b1:
+                        ready, dep = w[0], w[1]
     if not_before > ready:
         ready, dep = not_before, None
     if dma:
