@@ -48,12 +48,19 @@
   The k-th ``sendrecv`` of each core meet likewise, then the transfer runs as a DMA.
 
 Speed (the same schedule, float for float, as the plain reading of these rules:
-tests/trace/test_schedule_reference.py runs one on random event streams): physical buffers are
-numbered once per estimate so the dependency table hashes ints, not 6-tuples; ``_place`` scans
-the dependencies inline; a write that covers the one earlier write of its buffer drops it
-without building a new list (and a single read range without a new dict); ``_place`` hands ``_record`` the table entries it found; a DMA's two pipes (core, HBM) are reserved by an unrolled loop
-(``_reserve2``, each bucket's bytes read once); track names and rule suffixes are built once; an event loop replay synthesised
-(``Instruction.origin`` set) takes its origin's cost, its memo key being equal by construction. Decision: the table still drops
+tests/trace/test_schedule_reference.py runs one on random event streams, and
+tests/trace/test_schedule_pinned.py on real kernels, pinned to digests): physical buffers are
+numbered once per estimate so the dependency table hashes ints, not 6-tuples; the same pass over
+the operands (``_scan``) collects the allocations some event writes, and a read of bytes nothing
+ever writes is neither scanned nor remembered (no dependency can bind it either way: kernel
+inputs); each ``Cost`` is prepared once (``_prepare``: its fields, its rule text with each note
+the schedule may append, the derived floats) and ``_place`` unpacks one tuple; ``_place`` scans
+the dependencies inline; a write that covers the one earlier write of its buffer drops it in
+place (and a single read range likewise); ``_place`` hands ``_record`` the table entries it
+found; the DMA queue free first comes off a heap of (free time, queue); a DMA's two pipes (core,
+HBM) are reserved by an unrolled loop (``_reserve2``, each bucket's bytes read once); track names
+are built once; an event loop replay synthesised (``Instruction.origin`` set) takes its origin's
+prepared cost, its memo key being equal by construction. Decision: the table still drops
 the accesses a write covers (they can never bind again: the covering write ended later).
 """
 from __future__ import annotations
@@ -253,7 +260,7 @@ class _Core:
         self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
         self.tracks = {k: f"core{core}.{k}" for k in ("tensor", "vector", "scalar", "gpsimd", "sync")}
         self.dma_tracks = [f"core{core}.dma{q}" for q in range(queues)]
-        self.written = None
+        self.written: set = set()   # dependency keys some event of the launch writes (estimate sets it)
 
 
 _WHERE = attrgetter("alloc", "part_start", "part_end", "byte_start", "byte_end")
@@ -429,7 +436,8 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     ``target``: the ``arch.Target`` simulated; ``lnc``: the launch's cores (1 or 2);
     ``loop_buffers``: K, the physical buffers of a loop body's tile (None: unbounded; ValueError
     below 1; see ``physical_buffers``). Spans come
-    back in the order of ``events``. Deterministic. Cost: about 10 µs per event on this machine."""
+    back in the order of ``events``. Deterministic. Cost: about 4 µs per event on this machine
+    (the 2048^3 bf16 tiled matmul's 3200 events: 13 ms)."""
     t = target
     n = len(events)
     spans: list = [None] * n
