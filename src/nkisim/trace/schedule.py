@@ -241,10 +241,10 @@ class _Core:
                  "syncs", "pending", "tensor_end", "latest", "floor_idx", "phys", "keys", "tracks",
                  "dma_tracks", "written", "queue_heap")
 
-    def __init__(self, queues: int, dma_rate: float, phys: dict | None = None, keys: dict | None = None,
-                 core: int = 0):
-        self.phys = phys if phys is not None else {}   # on-chip alloc id -> its physical buffer
-        self.keys = keys if keys is not None else {}   # on-chip alloc id -> its buffer's number
+    def __init__(self, queues: int, dma_rate: float, phys: dict, keys: dict, core: int, written: set):
+        self.phys = phys            # on-chip alloc id -> its physical buffer
+        self.keys = keys            # on-chip alloc id -> its buffer's number
+        self.written = written      # dependency keys some event of the launch writes
         self.engine_free: dict = {}
         self.queue_free = [0.0] * queues
         self.queue_heap = [(0.0, q) for q in range(queues)]     # (free time, queue): the next queue on top
@@ -260,7 +260,6 @@ class _Core:
         self.latest = (0.0, None)   # (end, span index) of the span of this core ending last
         self.tracks = {k: f"core{core}.{k}" for k in ("tensor", "vector", "scalar", "gpsimd", "sync")}
         self.dma_tracks = [f"core{core}.dma{q}" for q in range(queues)]
-        self.written: set = set()   # dependency keys some event of the launch writes (estimate sets it)
 
 
 _WHERE = attrgetter("alloc", "part_start", "part_end", "byte_start", "byte_end")
@@ -449,10 +448,8 @@ def estimate(events: Sequence[Instruction], target: arch.Target, lnc: int,
     phys, written = _scan(events, loop_buffers)
     numbers: dict = {}          # physical buffer -> a small int (a cheap dependency-table key)
     keys = {a: numbers.setdefault(b, len(numbers)) for a, b in phys.items()}
-    state = {c: _Core(t.dma_engines, dma_rate, phys, keys, c) for c in cores}
     written = {keys.get(a, a) for a in written}     # dependency keys some event writes
-    for st in state.values():
-        st.written = written
+    state = {c: _Core(t.dma_engines, dma_rate, phys, keys, c, written) for c in cores}
     pos = {c: 0 for c in cores}
     ncores = max(lnc, len(cores), 1)
     hbm_rate = t.hbm_core_bytes_per_ns * ncores
