@@ -114,13 +114,18 @@ class Profile:
         self.outputs = outputs
         total = timeline.total_ns
         self.total_us = total / 1000.0
-        per_track: dict = defaultdict(list)
-        for s in timeline.spans:
-            per_track[s.track].append((s.start_ns, s.end_ns))
+        per_track: dict = {}
+        flops = hbm_bytes = 0
+        for s in timeline.spans:        # one pass: the tracks' intervals, FLOPs and HBM bytes (ints)
+            iv = per_track.get(s.track)
+            if iv is None:
+                iv = per_track[s.track] = []
+            iv.append((s.start_ns, s.end_ns))
+            flops += s.flops
+            hbm_bytes += s.hbm_bytes
         self.engine_busy = {t: (_busy_ns(iv) / total if total > 0 else 0.0)
                             for t, iv in sorted(per_track.items(), key=lambda kv: _track_order(kv[0]))}
-        self.flops = sum(s.flops for s in timeline.spans)
-        self.hbm_bytes = sum(s.hbm_bytes for s in timeline.spans)
+        self.flops, self.hbm_bytes = flops, hbm_bytes
         peak, bw = timeline.peak_flops_per_ns, timeline.hbm_bytes_per_ns
         self.hfu = self.flops / (peak * total) if peak > 0 and total > 0 else 0.0
         self.mbu = self.hbm_bytes / (bw * total) if bw > 0 and total > 0 else 0.0
