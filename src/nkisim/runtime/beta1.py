@@ -252,11 +252,13 @@ def _specs_as_arrays(value):
 
 
 # ---- the kernel --------------------------------------------------------------------------------
-def _settings(options) -> Settings:
+def _settings(options, **overrides) -> Settings:
+    """A Beta-1 launch's settings: ``overrides`` (``nki.simulate``'s options) over the jit's
+    ``platform_target`` over the environment."""
     target = options.get("platform_target")
-    if target is not None:
-        return Settings.from_env(simulator=True, target=normalize_target(target, "nki.jit platform_target"))
-    return Settings.from_env(simulator=True)
+    if target is not None and "target" not in overrides:
+        overrides["target"] = normalize_target(target, "nki.jit platform_target")
+    return Settings.from_env(simulator=True, **overrides)
 
 
 def _body(func, grid: Grid):
@@ -384,23 +386,29 @@ class Beta1Kernel(Kernel):
             return self.func(*args, **kwargs)
         return self.run(args, kwargs)
 
-    def run(self, args, kwargs):
+    def run(self, args, kwargs, settings=None, findings=None):
+        """One launch of the grid's programs in Beta-1 semantics. ``settings`` (None: the jit
+        options over the environment) and ``findings`` (the list ``findings="all"/"warn"`` fills)
+        are ``nki.simulate(kernel[grid], **options)``'s: that call runs no benchmark or profile
+        mode, only the simulation."""
         try:
-            return self._run(args, kwargs)
+            return self._run(args, kwargs, settings, findings)
         except BoundsError as err:
             if getattr(err, "element", None) is None:
                 raise
             raise documented_index_error(err) from err
 
-    def _run(self, args, kwargs):
+    def _run(self, args, kwargs, settings, findings):
         args, kwargs = _specs_as_arrays(args), {k: _specs_as_arrays(v) for k, v in kwargs.items()}
         grid = Grid(self.specs)
-        settings = _settings(self.options)
         _check_annotations(self.func, args, kwargs)
         body = _body(self.func, grid)
-        if self.mode in ("benchmark", "profile"):
-            return self._profiled(body, grid, args, kwargs, settings)
-        return _launch.run(body, args, kwargs, lnc=grid.cores, program_ndim=len(grid.dims), settings=settings)
+        if settings is None:
+            settings = _settings(self.options)
+            if self.mode in ("benchmark", "profile"):
+                return self._profiled(body, grid, args, kwargs, settings)
+        return _launch.run(body, args, kwargs, lnc=grid.cores, program_ndim=len(grid.dims), settings=settings,
+                           findings=findings)
 
     def _profiled(self, body, grid, args, kwargs, settings):
         from . import profiling

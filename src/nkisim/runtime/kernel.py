@@ -91,8 +91,12 @@ class _Simulated:
         return _Simulated(self.kernel[grid], self.overrides)
 
     def __call__(self, *args, **kwargs):
-        settings = Settings.from_env(**self.overrides)
         self.findings = []
+        from . import beta1
+        if isinstance(self.kernel, beta1.Beta1Kernel):     # a neuronxcc.nki.jit kernel: its grid's
+            settings = beta1._settings(self.kernel.options, **self.overrides)    # programs, Beta 1
+            return self.kernel.run(args, kwargs, settings, self.findings)
+        settings = Settings.from_env(**self.overrides)
         return _launch.run(self.kernel.func, args, kwargs, lnc=self.kernel.lnc,
                            program_ndim=len(self.kernel.grid), settings=settings, findings=self.findings)
 
@@ -101,7 +105,9 @@ def simulate(kernel, **options) -> Callable:
     """``nki.simulate(kernel)(*args, **kwargs)``: run a jitted kernel (or plain function) on NumPy
     arrays (or torch CPU tensors) and return its outputs as arrays of the same kind.
 
-    ``kernel[2]`` (or ``simulate(kernel)[2]``) runs LNC2. Options override the environment:
+    ``kernel[2]`` (or ``simulate(kernel)[2]``) runs LNC2. A Beta-1 ``neuronxcc.nki.jit`` kernel
+    (``kernel[grid]`` or ``simulate(kernel)[grid]``) runs as its own launch does: every program
+    of its grid in Beta-1 semantics, these options over its ``platform_target``. Options override the environment:
     ``target`` ("trn1"|"trn2"|"trn3"), ``precise_fp``, ``uninitialized_reads``, ``detect_races``,
     ``iteration_order``, ``seed``, ``findings`` ("first": stop at the first broken rule; "all": skip
     each failing instruction, print every finding grouped by rule, keep them in ``.findings`` of
