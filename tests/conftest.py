@@ -1,4 +1,7 @@
 """Shared test helpers: run a kernel body in the simulator on NumPy inputs."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -12,6 +15,18 @@ def simulate(kernel, *args, target=None, lnc=1, **kwargs):
     if lnc != 1:
         k = k[lnc]
     return k(*args, **kwargs)
+
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+
+
+def bench_module(name):
+    """Import ``benchmarks/<name>.py`` (the directory is not a package) as module ``name``."""
+    sys.path.insert(0, BENCH)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(BENCH)
 
 
 def tile_out(*tiles):

@@ -5,7 +5,6 @@ invariant must not be replayed, and give the same answer."""
 import dataclasses
 import importlib.util
 import os
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -17,17 +16,9 @@ import nkisim.nki.language as nl
 from nkisim import examples
 from nkisim.runtime import profiling, replay
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(HERE, "..", "..", "benchmarks")
+from conftest import bench_module
+
 BF16 = ml_dtypes.bfloat16
-
-
-def _bench(name):
-    sys.path.insert(0, BENCH)
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(BENCH)
 
 
 def fingerprint(p):
@@ -79,7 +70,7 @@ def test_examples_profile_the_same(name):
 @pytest.mark.parametrize("kind", ["matmul_tiled", "tiled", "hoist", "nl"])
 @pytest.mark.parametrize("target", ["trn1", "trn3"])
 def test_benchmark_matmuls_profile_the_same(kind, target, counts):
-    kernels, tutorial_kernels = _bench("kernels"), _bench("tutorial_kernels")
+    kernels, tutorial_kernels = bench_module("kernels"), bench_module("tutorial_kernels")
     kernel = kernels.matmul_tiled if kind == "matmul_tiled" else tutorial_kernels.KERNELS[kind]
     rng = np.random.default_rng(1)
     got, want = both(kernel, (bf16(rng, 1024, 1024), bf16(rng, 1024, 1536)), target=target)
@@ -90,7 +81,7 @@ def test_benchmark_matmuls_profile_the_same(kind, target, counts):
 
 
 def test_the_2048_matmul_replays_and_matches(counts):
-    kernels = _bench("kernels")
+    kernels = bench_module("kernels")
     rng = np.random.default_rng(2)
     args = (bf16(rng, 2048, 2048), bf16(rng, 2048, 2048))
     got, want = both(kernels.matmul_tiled, args)
@@ -284,7 +275,7 @@ def test_synthesised_events_are_whole_and_cost_what_their_origin_costs(target):
     from nkisim import arch
     from nkisim.trace import cost, schedule
     from nkisim.trace.events import Instruction, Operand
-    kernels = _bench("kernels")
+    kernels = bench_module("kernels")
     rng = np.random.default_rng(5)
     p = nkisim.profile(kernels.matmul_tiled, target=target, compute=False, loop_replay=True,
                        fast_paths=True)(bf16(rng, 1024, 1024), bf16(rng, 1024, 1536))

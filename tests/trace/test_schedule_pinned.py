@@ -29,17 +29,9 @@ from nkisim.trace.schedule import estimate
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_schedule_reference import ref_estimate  # noqa: E402
+from conftest import bench_module  # noqa: E402
 
-BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks")
 BF16 = ml_dtypes.bfloat16
-
-
-def _bench(name):
-    sys.path.insert(0, BENCH)
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(BENCH)
 
 
 def dma_mix(x, y):
@@ -112,7 +104,7 @@ def _cases():
     def f32(*shape):
         return rng.standard_normal(shape, dtype=np.float32)
 
-    kernels = _bench("kernels")
+    kernels = bench_module("kernels")
     out = {}
     for target in ("trn1", "trn2", "trn3"):
         out[f"matmul_tiled-{target}"] = (kernels.matmul_tiled, (bf16(1024, 640), bf16(1024, 1024)), target, 1)

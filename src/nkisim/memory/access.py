@@ -7,6 +7,7 @@ errors name the running instruction and operand by ``hooks.accessor``. Imports n
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -949,16 +950,7 @@ def _in_order(t: NkiTensor) -> bool:
     return w
 
 
-def _row_major(shape: tuple) -> tuple:
-    strides = _ROW_MAJOR.get(shape)
-    if strides is None:
-        if len(_ROW_MAJOR) >= 4096:
-            _ROW_MAJOR.clear()
-        strides = _ROW_MAJOR[shape] = _contiguous_strides(shape)
-    return strides
-
-
-_ROW_MAJOR: dict = {}   # shape -> its row-major (element) strides
+_row_major = functools.lru_cache(maxsize=4096)(_contiguous_strides)   # shape -> row-major strides
 
 
 def matmul_flags(t: NkiTensor):
