@@ -404,8 +404,6 @@ def restore(t: NkiTensor) -> None:
     """Undo a failed kernel's writes to a caller's array used in place."""
     snap = t.alloc.snapshot
     if isinstance(snap, np.ndarray):
-        if t.alloc.f32 is not None:
-            _drop_shadow(t.alloc)
         if t.alloc.dependents:
             t.alloc.release_dependents()
         t.alloc.storage[...] = snap
@@ -473,18 +471,12 @@ def read_raw(t: NkiTensor, hooks: bool = True) -> np.ndarray:
 def read_f32(t, hooks: bool = True) -> np.ndarray:
     """The operand as float32, as the engines read it (shares memory when stored as float32).
 
-    Never write into the result: it is the storage itself (fp32) or a read-only upcast that later
-    reads share. Decision (speed; no visible effect): from its second read, the upcast of a view
-    of a non-fp32 allocation (bf16, fp8, fp16, integers) is kept and handed to later reads of the
-    same view (same offset, shape, strides) until anything writes the allocation
-    (``_drop_shadow``: ``write``, the ``out=`` and deferred paths, ``restore``); once more
-    elements have been upcast since the last write than the allocation holds, the whole
-    allocation is upcast once and every view reads that. So a tile read many times per write is
-    converted about once (a first read is not kept: fresh memory costs page faults), and no
-    pattern converts more than twice what the plain path would. A tile made by a deferred copy
-    reads its source's upcasts. Memory: at most 4 bytes per element of the allocation (bf16: 3x
-    its footprint, fp8 5x), freed by its next write or its end. Off with the other fast paths
-    (``NKISIM_FAST_PATHS=0``), and off by default (``KEEP_UPCASTS``: measured slower).
+    Never write into the result: it may be the storage itself (fp32). A non-fp32 view (bf16,
+    fp8, fp16, integers) is converted on every read (``to_f32``). Decision (measured twice,
+    issue 14): upcasts are not kept between reads. Keeping them cost more than it saved (the
+    512^3 bf16 matmul 2 % slower, flash_attention bf16 at S=1024 5 % slower; at 2048^3 bf16 the
+    conversions fell 99.7 -> 43.4 ms while the GEMMs on cold kept copies rose 186.6 -> 248.8 ms),
+    so the mechanism was removed.
     """
     if isinstance(t, NkiTensor):
         alloc = t.alloc
@@ -493,90 +485,14 @@ def read_f32(t, hooks: bool = True) -> np.ndarray:
         lazy = alloc.lazy
         if lazy is not None and _in_order(t):
             a = _deferred(t, lazy)
-            if a.dtype == F32:
-                return a
-            src = alloc.lazy_src
-            if src is not None and src[0] is lazy:
-                sa = src[1]()
-                if sa is not None:
-                    return _upcast(t, sa, a, src[2], src[3])
-            return _upcast(t, None, a, 0, ())
-        a = t.np()
+        else:
+            a = t.np()
         if a.dtype == F32:
             return a
-        return _upcast(t, alloc if t.storage is alloc.storage else None, a, t.offset, t.strides)
-    return np.asarray(t, dtype=F32)
-
-
-# Decision (measured, issue 14): keeping upcasts is off. With it on, the 512^3 bf16 matmul
-# benchmark ran 2 % slower and flash_attention bf16 at S=1024 5 % slower (one-process A/B, same
-# inputs): the kept arrays are fresh memory (page faults) while a conversion that is dropped at
-# once reuses warm memory, and the saved conversions are cheap (~10 us per 128 x 512 bf16 tile).
-# Tests switch it on to keep the mechanism exact; a kernel reading one tile many more times per
-# write (S=4096 flash attention, inconclusive under load) may gain from it.
-KEEP_UPCASTS = False
-NO_SHADOW = object()   # Allocation.f32 when reads are never kept (fast paths off, or a caller
-#                        array that overlaps another argument's allocation: launch._alias_plan)
-
-
-_UNSEEN = object()
-
-
-class _Shadow:
-    """``Allocation.f32``: the fp32 upcasts kept since the allocation's last write -- per view
-    (key: offset, shape, strides), or ``whole`` (the flat storage upcast; views read slices)."""
-    __slots__ = ("n", "whole", "views")
-
-    def __init__(self):
-        self.n = 0              # elements upcast into ``views``
-        self.whole = None
-        self.views = {}
-
-
-def _upcast(t: NkiTensor, alloc, a: np.ndarray, offset: int, strides: tuple) -> np.ndarray:
-    """``a`` (the elements of view ``t``, as stored) as float32: kept from an earlier read of the
-    same view or of the whole allocation ``a`` lies in (at ``offset``/``strides`` of
-    ``alloc.storage``), else converted now and kept (``alloc`` None: never kept). See
-    ``read_f32``."""
-    sh = alloc.f32 if alloc is not None else NO_SHADOW
-    if sh is not None and sh is not NO_SHADOW:
-        w = sh.whole
-        if w is not None:
-            return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
-        hit = sh.views.get((offset, a.shape, strides), _UNSEEN)
-        if type(hit) is np.ndarray:
-            return hit
-    else:
-        hit = _UNSEEN
-    if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
-        _packed_error(t, "r")
-    if sh is NO_SHADOW or not a.size or (strides and min(strides) < 0):
+        if t.dtype in _dt.PACKED:       # an MX x4 dtype: packed words, not values
+            _packed_error(t, "r")
         return to_f32(a)
-    if sh is None:
-        core = state.current.get() if KEEP_UPCASTS else None
-        if core is None or not core.fast:
-            alloc.f32 = NO_SHADOW
-            return to_f32(a)
-        sh = alloc.f32 = _Shadow()
-    size = alloc.storage.size
-    n = sh.n + a.size
-    if n > size:                    # the views overlap: upcast the allocation once
-        w = sh.whole = to_f32(alloc.storage)
-        w.flags.writeable = False
-        sh.views = None
-        return np.ndarray(a.shape, F32, w, offset * 4, tuple([s * 4 for s in strides]))
-    f = to_f32(a)
-    sh.n = n
-    if hit is _UNSEEN:              # a first read is not kept (fresh memory costs page faults)
-        sh.views[(offset, a.shape, strides)] = None
-        return f
-    f.flags.writeable = False
-    if a.size == size and offset == 0 and a.flags.c_contiguous:
-        sh.whole = f.reshape(-1)    # the whole storage, in order
-        sh.views = None
-    else:
-        sh.views[(offset, a.shape, strides)] = f
-    return f
+    return np.asarray(t, dtype=F32)
 
 
 _BF16 = _dt.bfloat16
@@ -603,12 +519,6 @@ def to_f32(a: np.ndarray) -> np.ndarray:
     return a.astype(F32)
 
 
-def _drop_shadow(alloc) -> None:
-    """The allocation is about to change: its fp32 shadow (and read count) are void."""
-    if alloc.f32 is not NO_SHADOW:
-        alloc.f32 = None
-
-
 def _packed_error(t: NkiTensor, kind: str):
     """A read as values of, or a value write into, an MX x4 tensor (only copies of the same dtype
     and the MX instructions handle packed data)."""
@@ -633,8 +543,6 @@ def write(t: NkiTensor, values, matmul: bool = False, add: bool = False, overwri
     if _keeping and _keep_write(t, values, matmul, add, overwrite, reduction):
         return
     alloc = t.alloc
-    if alloc.f32 is not None:
-        _drop_shadow(alloc)
     if alloc.dependents or alloc.lazy is not None:
         _before_store(alloc, not add and _whole(t))
     if alloc.watch is not None:
@@ -772,8 +680,6 @@ def _before_store(alloc, whole: bool) -> None:
 def _write_hooks(t: NkiTensor, alloc, matmul: bool = False, accumulation: bool = False) -> None:
     """What every write of a whole result into ``t`` does besides storing the values (see
     ``write`` for ``matmul`` and ``accumulation``)."""
-    if alloc.f32 is not None:
-        _drop_shadow(alloc)
     if alloc.watch is not None:
         alloc.watch(t, "w", accumulation)
     if alloc.pending:
@@ -823,8 +729,6 @@ def copy_deferred(dst: NkiTensor, src: NkiTensor) -> bool:
     _used(da.rec, write=True)       # written now, for the lifetime model
     _count("deferred_copy")
     da.lazy = view
-    if KEEP_UPCASTS and view.dtype is not F32:   # reads of dst may use the source's upcasts
-        da.lazy_src = (view, weakref.ref(sa), src.offset, src.strides)
     sa.add_dependent(da)
     return True
 

@@ -34,8 +34,8 @@ class Allocation:
     """
     __slots__ = ("storage", "buffer", "shape", "dtype", "name", "core_id", "written", "mm_flags",
                  "where", "snapshot", "rec", "init", "watch", "serial", "precise",
-                 "pending", "pool", "lazy", "dependents", "_id", "local", "address", "ops", "parts", "f32",
-                 "lazy_src", "mm_view", "blank", "__weakref__")
+                 "pending", "pool", "lazy", "dependents", "_id", "local", "address", "ops", "parts",
+                 "mm_view", "blank", "__weakref__")
 
     def __init__(self, storage, buffer, shape, dtype, name="", core_id=None, where="", precise=True):
         self.storage = storage
@@ -65,9 +65,6 @@ class Allocation:
         self.address = None     # nl.ndarray(address=(partition_offset, free_offset)), if given
         self.ops = None         # recording: event operands of this allocation's views, by view (trace)
         self.parts = None       # fast path: () or the views written while ``pending`` (``wrote_part``)
-        self.f32 = None         # fp32 shadow of a non-fp32 storage, or elements upcast since the last
-        #                         write, or access.NO_SHADOW (see access.read_f32); any write clears it
-        self.lazy_src = None    # (lazy, weakref to the source allocation, offset, strides) of a copy
         self.mm_view = None     # fast path (PSUM): the view last marked in an ``mm_flags`` array, and
         #                         its value (access.set_matmul_flags); None: not kept
 

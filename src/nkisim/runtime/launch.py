@@ -215,7 +215,7 @@ def _alias_plan(arrays: list) -> dict:
     one dtype: each is a view (element strides/offset) of ONE allocation over the union of their
     bytes, so a write through one is seen by the others. Arrays whose bytes overlap in a way that
     cannot be one allocation (different dtypes, strides not a multiple of the item size) keep one
-    allocation each (("apart",): without an fp32 shadow, see memory.access.read_f32). Decision: a
+    allocation each (("apart",): each read sees the memory as it is then). Decision: a
     self-overlapping array (which the kernel may only read) is never part of a span: it keeps its
     own copy, taken when the kernel starts."""
     if len(arrays) < 2:         # nothing to share memory with
@@ -333,8 +333,6 @@ def _bind_array(arr, conv, launch, path, bound, buffer, plan):
     hit = plan.get(id(arr))
     if hit is None or hit[0] == "apart":
         t = _wrap(arr, launch, path, buffer)
-        if hit is not None:     # a write through another argument is not seen: no fp32 shadow
-            t.alloc.f32 = access.NO_SHADOW
     elif hit[0] == "same":         # another object viewing the same memory the same way
         return next(t for a, t, _ in bound if a is hit[1])
     else:
