@@ -152,8 +152,10 @@ def in_order_products(monkeypatch):
     monkeypatch.setattr(nkisim.isa.matmul, "_product", product)
 
 
+# (2, 256, 768): the tiny Llama's decode; (5, 1100, 140): 550 columns per core, two output tiles,
+# w_down not prefetched; (130, ...): the token split (T > 128)
 SHAPES = [(1, 64, 96), (2, 256, 768), (3, 200, 300), (7, 130, 260), (64, 136, 140), (128, 300, 130),
-          (130, 136, 260)]
+          (5, 1100, 140), (130, 136, 260)]
 
 
 def _run(kernel, lnc, args):
@@ -207,6 +209,21 @@ def test_lnc2_weight_traffic(T, H, I, reads):
         got = sum(o.nbytes for e in ev for o in e.reads if o.alloc == f"arg:{name}")
         assert got == reads * size * 2, name
     assert sum(e.op == "core_barrier" for e in ev) == (2 if reads == 1 else 0)
+
+
+@pytest.mark.parametrize("T, H, I", [(2, 256, 768), (5, 1200, 140), (1, 64, 96)])
+def test_weight_split_passes_race_and_uninitialised_checks(monkeypatch, T, H, I):
+    """The exchange is ordered by the barrier (race detection on), reads only written h.T rows
+    (strict uninitialised reads), whichever core runs first (shuffled iteration order);
+    (5, 1200, 140): two 512-column output tiles per core, no w_down prefetch, 2 I blocks;
+    (1, 64, 96): one I block, so core 1 computes no h.T and only meets the barrier."""
+    monkeypatch.setenv("NKISIM_DETECT_RACES", "1")
+    monkeypatch.setenv("NKISIM_STRICT_UNINIT", "1")
+    monkeypatch.setenv("NKISIM_SHUFFLE", "1")
+    args = inputs(T, H, I, torch.bfloat16)
+    want = numpy_mlp(*args, torch.bfloat16)
+    got = _run(swiglu_mlp_kernel, 2, args)
+    torch.testing.assert_close(got.float(), want, **tol(torch.bfloat16, want))
 
 
 @pytest.mark.parametrize("T, want", [(2, 104), (1, 104)])
