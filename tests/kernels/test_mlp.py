@@ -191,9 +191,17 @@ def test_lnc1_is_the_token_split(T, H, I, dtype):
 def test_decode_weight_split_equals_lnc1_with_np_matmul(dtype):
     """The tiny Llama's decode shape (T = 2, H = 256, I = 768) with the simulator's own products:
     the LNC2 weight split issues the LNC1 launch's gate/up instructions (m = 128, n = 2) and
-    narrower down-projection ones (n = 128 instead of 256), which OpenBLAS sums alike for m = 2."""
+    narrower down-projection ones (n = 128 instead of 256). Whether np.matmul sums those alike
+    depends on the host BLAS (on this project's machines it does, bit for bit), so the check is
+    within a few fp32 ulps of the output scale (bf16: one bf16 ulp); bit-identity of the kernels'
+    arithmetic is pinned by test_splits_are_bit_identical_to_token_split."""
     args = inputs(2, 256, 768, dtype, seed=3)
-    assert torch.equal(_run(swiglu_mlp_kernel, 2, args), _run(swiglu_mlp_kernel, 1, args))
+    got, want = _run(swiglu_mlp_kernel, 2, args), _run(swiglu_mlp_kernel, 1, args)
+    scale = float(want.float().abs().max())
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=0, atol=4 * 2**-23 * scale)
+    else:
+        torch.testing.assert_close(got.float(), want.float(), rtol=2**-8, atol=2**-8 * scale)
 
 
 @pytest.mark.parametrize("T, H, I, reads", [
