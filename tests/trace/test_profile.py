@@ -115,6 +115,28 @@ def test_summary_table():
     assert "critical path: 4 instructions, 0.500 us busy of 0.500 us" in text
 
 
+def test_summary_critical_path_through_a_barrier_is_never_busier_than_the_total():
+    """LNC2: core 1 reaches the barrier at 50 ns, core 0 at 400 ns; the barrier releases both at
+    500 and core 1 stores 500-600. The path is core 0's work (0-400), the barrier core 1 waited
+    in (50-500: only 400-500 is on the path, after the work that made core 0 arrive last), the
+    store (500-600): 600 ns, the whole estimate, not 400 + 450 + 100."""
+    barrier = [opd("data", "shared_hbm", (2, 8), "shared0")]
+    spans = [Span(vec("k.py:1", 128, seq=1), "core0.vector", 0, 400),
+             Span(ins("tensor_tensor", "vector", "k.py:2", core=1), "core1.vector", 0, 50),
+             Span(ins("core_barrier", "gpsimd", "k.py:3", barrier, core=1, seq=2), "core1.gpsimd", 50, 500,
+                  waited_on=0),
+             Span(ins("core_barrier", "gpsimd", "k.py:3", barrier, core=0, seq=2), "core0.gpsimd", 400, 500,
+                  waited_on=0),
+             Span(store("k.py:4", (128, 512), seq=3), "core1.dma0", 500, 600, waited_on=2)]
+    p = Profile(timeline(spans, lnc=2), kernel="k")
+    assert p.critical_path == [0, 2, 4]
+    text = p.summary()
+    assert "critical path: 3 instructions, 0.600 us busy of 0.600 us" in text
+    steps = text.split("critical path: 3 instructions")[1].splitlines()[1:4]
+    assert [line.split()[0] for line in steps] == ["k.py:1", "k.py:3", "k.py:4"]
+    assert [float(line.split()[-2]) for line in steps] == [0.4, 0.1, 0.1]
+
+
 # ---- warnings --------------------------------------------------------------------------------
 def kinds(spans, **kw):
     return [w.kind for w in Profile(timeline(spans, **kw)).warnings]

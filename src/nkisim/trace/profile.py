@@ -90,6 +90,23 @@ def critical_path(timeline: Timeline) -> list:
     return path[::-1]
 
 
+def _path_times(path: list) -> list:
+    """The time (us) each record of a critical path (first to last) adds to it: from where the
+    path so far ended (or its own start, if later) to its own end, never negative.
+    Decision: not each record's duration. Path records can overlap in time: an LNC2
+    ``core_barrier`` span lasts from its own core's arrival to the release, and the path reaches
+    it from the span that made the last core arrive, which ended later than that arrival; summing
+    durations counted the overlap twice (a path "busier" than the whole estimate). Counted this
+    way the path's times are disjoint, so their sum never exceeds ``total_us``."""
+    times, reached = [], None
+    for r in path:
+        start = r.start_us if reached is None or r.start_us > reached else reached
+        times.append(r.end_us - start if r.end_us > start else 0.0)
+        if reached is None or r.end_us > reached:
+            reached = r.end_us
+    return times
+
+
 class Profile:
     """The estimated device time of one kernel launch.
 
@@ -174,15 +191,16 @@ class Profile:
         if len(lines) > SUMMARY_LINES:
             out.append(f"  ... {len(lines) - SUMMARY_LINES} more lines")
         path = [self.records[i] for i in self.critical_path]
+        times = _path_times(path)
         out.append(f"critical path: {len(path)} instructions, "
-                   f"{sum(r.duration_us for r in path):.3f} us busy of {self.total_us:.3f} us")
+                   f"{sum(times):.3f} us busy of {self.total_us:.3f} us")
         groups: list = []
-        for r in path:
+        for r, t in zip(path, times):
             if groups and groups[-1][0] == (r.location, r.track):
                 groups[-1][1] += 1
-                groups[-1][2] += r.duration_us
+                groups[-1][2] += t
             else:
-                groups.append([(r.location, r.track), 1, r.duration_us, r.api])
+                groups.append([(r.location, r.track), 1, t, r.api])
         for (loc, track), n, t, api in groups[:SUMMARY_LINES]:
             out.append(f"  {loc:<28} {api:<24} {track:<14} {n:>6} x {t:>10.3f} us")
         if len(groups) > SUMMARY_LINES:
