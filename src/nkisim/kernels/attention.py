@@ -13,6 +13,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_grouped_heads, check_shapes
 from nkisim.torch import routes, wrap_nki
 
 from .kvcache import scatter_rows
@@ -43,7 +44,11 @@ def flash_attention_kernel(q, k, v, scale, causal=True):
     P is rounded to the input dtype for the TensorE (bf16 stays bf16, as production kernels do).
     LNC2: each core takes a contiguous share of the query heads (so each loads K/V of its
     own kv heads only).
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    dims = check_shapes("flash_attention_kernel", q=(q, "S Hq D"), k=(k, "S Hkv D"), v=(v, "S Hkv D"))
+    check_grouped_heads("flash_attention_kernel", dims)
     S, Hq, D = q.shape
     Hkv = k.shape[1]
     R = Hq // Hkv
@@ -239,7 +244,14 @@ def paged_attention_decode_kernel(q, k_new, v_new, k_cache, v_cache, block_table
     [R, positions] by nc_matmul, positions >= context_lens[b] masked by affine_select (runtime
     offset = context length), softmax in fp32 (fused exp + row sum), P^T by nc_transpose, P.V by
     nc_matmul accumulated in PSUM. LNC2: each core takes a contiguous share of the batch.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    dims = check_shapes("paged_attention_decode_kernel", q=(q, "B Hq D"), k_new=(k_new, "B Hkv D"),
+                        v_new=(v_new, "B Hkv D"), k_cache=(k_cache, "NB bs Hkv D"),
+                        v_cache=(v_cache, "NB bs Hkv D"), block_table=(block_table, "B MB"),
+                        context_lens=(context_lens, "B"))
+    check_grouped_heads("paged_attention_decode_kernel", dims)
     B, Hq, D = q.shape
     NB, bs, Hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
     MB = block_table.shape[1]

@@ -12,6 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 MAX_ROW_BYTES = 64 * 1024     # one token's Hkv * D elements per SBUF partition
@@ -28,7 +29,11 @@ def write_kv_cache_kernel(k, v, k_cache, v_cache, slot_mapping):
     scatter per cache: ``cache.reshape((NB*bs, Hkv*D)).ap(..., vector_offset=slots)`` with
     ``oob_mode=skip``, so a -1 slot is never dereferenced. Under LNC2 each core scatters a
     contiguous half of the tokens.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("write_kv_cache_kernel", k=(k, "T Hkv D"), v=(v, "T Hkv D"), k_cache=(k_cache, "NB bs Hkv D"),
+                 v_cache=(v_cache, "NB bs Hkv D"), slot_mapping=(slot_mapping, "T"))
     T, Hkv, D = k.shape
     NB, bs = k_cache.shape[0], k_cache.shape[1]
     HD = Hkv * D

@@ -12,6 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 MAX_K = 16384           # contraction size: x rows and x.T blocks stay in SBUF (<= 128 KiB/partition)
@@ -50,7 +51,10 @@ def linear_kernel(x, weight):
     [tokens, 512] output tile accumulates over the K tiles in one PSUM bank, then ``tensor_copy``
     evacuates it. Partial last tiles in T, K and N are sliced, never padded. Under LNC2 each core
     computes a contiguous half of the output columns (all tokens), which also helps decode (T = 1).
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("linear_kernel", x=(x, "T K"), weight=(weight, "K N"))
     T, K = x.shape
     N = weight.shape[1]
     P = nl.tile_size.pmax

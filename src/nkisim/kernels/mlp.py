@@ -12,6 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 from .linear import chunked_matmul, load_transposed
@@ -63,7 +64,11 @@ def swiglu_mlp_kernel(x, w_gate, w_up, w_down):
     split's by an ulp, as the token split's own LNC1 and LNC2 launches already do (tests pin
     bit-identity with a shape-independent product).
     Under LNC1 (one core) the token split runs: it is the whole kernel, with no barrier.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("swiglu_mlp_kernel", x=(x, "T H"), w_gate=(w_gate, "H I"), w_up=(w_up, "H I"),
+                 w_down=(w_down, "I H"))
     T, H = x.shape
     I = w_gate.shape[1]
     P = nl.tile_size.pmax

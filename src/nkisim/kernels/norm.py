@@ -11,6 +11,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 MAX_H = 8192            # hidden size the kernel accepts (x, out and gamma tiles: <= 40 KiB/partition)
@@ -27,7 +28,10 @@ def rms_norm_kernel(x, weight, eps):
     tokens (``nl.program_id(0)`` of ``nl.num_programs(0)``), so even T = 7 is split 4 + 3.
     ScalarE squares while summing in fp32 (``reduce_res``), then forms rsqrt(sum / H + eps) in
     one ``activation``; VectorE multiplies by rstd and gamma in one ``scalar_tensor_tensor``.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("rms_norm_kernel", x=(x, "T H"), weight=(weight, "H"))
     T, H = x.shape
     P = nl.tile_size.pmax
     out = nl.ndarray((T, H), dtype=x.dtype, buffer=nl.shared_hbm)

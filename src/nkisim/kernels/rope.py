@@ -12,6 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 MAX_ROW = 8192          # n_heads * D elements per token the kernel accepts (SBUF per partition)
@@ -29,8 +30,12 @@ def rope_kernel(x, cos, sin):
     contiguous share of the tokens. cos/sin arrive already broadcast over the heads: the DMA reads
     them with a head step of 0. Each product is an fp32 VectorE ``tensor_tensor``; the final
     subtract/add rounds once into x's dtype.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("rope_kernel", x=(x, "T n_heads D"))
     T, NH, D = x.shape
+    check_shapes("rope_kernel", cos=(cos, (T, D // 2)), sin=(sin, (T, D // 2)))
     half = D // 2
     P = nl.tile_size.pmax
     out = nl.ndarray((T, NH, D), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -12,6 +12,7 @@ import nkisim.nki.isa as nisa
 import nkisim.nki.language as nl
 
 from .lnc import core_share
+from .contract import check_shapes
 from nkisim.torch import routes, wrap_nki
 
 CHUNK = 8192            # vocabulary elements searched per max8 (the ISA allows 8..16384)
@@ -33,7 +34,10 @@ def greedy_sample_kernel(logits):
     A chunk narrower than 8 is padded with -inf after its last element (found only after it).
     Decision: NaN logits are not supported — max8 ranks NaN below every number, torch.argmax
     returns the NaN's index.
+    Raises ValueError, before any instruction, when the arguments' shapes disagree with the
+    ones above (``contract.check_shapes``).
     """
+    check_shapes("greedy_sample_kernel", logits=(logits, "B V"))
     B, V = logits.shape
     P = nl.tile_size.pmax
     out = nl.ndarray((B,), dtype=nl.int32, buffer=nl.shared_hbm)
